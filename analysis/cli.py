@@ -1,0 +1,65 @@
+"""``python -m analysis``: the command-line contract (JSON out, clear errors, tqdm progress)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from analysis.builtin import BUILTIN_NAME
+from analysis.errors import InputError
+
+
+def _model_args(parser: argparse.ArgumentParser, default_model: bool = True) -> None:
+    parser.add_argument("model", nargs="?" if default_model else None, default=BUILTIN_NAME,
+                        help=f"Hub id, folder, checkpoint folder, .gguf file or {BUILTIN_NAME} (default)")
+    parser.add_argument("--revision", help="Hub branch/tag/SHA, or checkpoint (checkpoint-1000, step1000, 1000)")
+    parser.add_argument("--allow-pickle", action="store_true", help="allow pickled .bin weights")
+    parser.add_argument("--trust-remote-code", action="store_true", help="run the model repo's own code")
+
+
+def _run_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    parser.add_argument("--dtype", default="auto", help="auto | float32 | bfloat16 | float16")
+    parser.add_argument("--corpus", default="builtin", help="builtin | FILE.txt | FILE.jsonl | hf:NAME:SPLIT:COLUMN")
+    parser.add_argument("--jsonl-field", default="text")
+    parser.add_argument("--max-corpus-mb", type=float, default=256)
+    parser.add_argument("--n-tokens", type=int, default=512, help="N sampled token positions")
+    parser.add_argument("--window", type=int, default=128)
+    parser.add_argument("--skip", type=int, default=4, help="positions skipped at each window's start")
+    parser.add_argument("--per-window", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=8)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m analysis", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    info = commands.add_parser("model-info", help="architecture, sizes, identity and checkpoints")
+    _model_args(info)
+    info.add_argument("--json", action="store_true", help="print one JSON object")
+
+    hidden = commands.add_parser("hidden-states", help="write [n_layers+1, N, d] hidden states to .npy")
+    _model_args(hidden)
+    _run_args(hidden)
+    hidden.add_argument("--out", required=True, type=Path)
+    hidden.add_argument("--prenorm-out", type=Path, help="also write the last block's pre-norm output [N, d]")
+
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from analysis.commands import COMMANDS
+
+    try:
+        return COMMANDS[args.command](args)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: nothing partial was written to the cache", file=sys.stderr)
+        return 130
+
+

@@ -1,0 +1,36 @@
+"""Progress reporting: the library calls ``progress(stage, done, total)``; callers decide how to show it.
+
+The CLI passes a tqdm adapter, the dashboard a Streamlit progress bar; the library never prints.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+Progress = Callable[[str, int, int], None]
+
+
+def report(progress: Progress | None, stage: str, done: int, total: int) -> None:
+    """Call ``progress`` if one was given."""
+    if progress is not None:
+        progress(stage, done, total)
+
+
+class TqdmProgress:
+    """A ``Progress`` that draws one tqdm bar per stage on stderr."""
+
+    def __init__(self) -> None:
+        self._bars: dict = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        from tqdm import tqdm
+
+        bar = self._bars.get(stage)
+        if bar is None:
+            bar = self._bars[stage] = tqdm(total=total, desc=stage, leave=True)
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+        if done >= total:
+            bar.close()
+            self._bars.pop(stage, None)

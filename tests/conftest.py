@@ -1,0 +1,38 @@
+"""Shared fixtures: an isolated cache per test session, an offline tokenizer, tiny saved models."""
+
+import os
+import tempfile
+from pathlib import Path
+
+# Isolate the cache before the project is imported; keep the built-in model where CI fetched it.
+_SESSION_DIR = Path(tempfile.mkdtemp(prefix="rg-tests-"))
+os.environ.setdefault("RG_MODELS_DIR", str(Path(__file__).resolve().parent.parent / "cache" / "models"))
+os.environ["RG_CACHE_DIR"] = str(_SESSION_DIR / "cache")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+
+from analysis.corpus import builtin_corpus  # noqa: E402
+from analysis.tiny import save_tiny_model, train_tokenizer  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return train_tokenizer(builtin_corpus().text, vocab_size=512)
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tokenizer, tmp_path_factory):
+    """{(family, tied): folder} for GPT-NeoX, Llama and GPT-2, tied and untied."""
+    root = tmp_path_factory.mktemp("models")
+    return {
+        (family, tied): save_tiny_model(root / f"{family}-{'tied' if tied else 'untied'}", family,
+                                        tokenizer, tied=tied)
+        for family in ("gpt_neox", "llama", "gpt2")
+        for tied in (False, True)
+    }
+
+
+@pytest.fixture(scope="session")
+def neox_folder(tiny_models):
+    return tiny_models[("gpt_neox", False)]
