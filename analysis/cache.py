@@ -17,10 +17,11 @@ import os
 import pickle
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import diskcache
 from filelock import FileLock
@@ -103,7 +104,7 @@ class ResultCache:
             "namespace": namespace,
             "version": int(version),
             "spec": json.loads(canonical_json(spec)),
-            "computed_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "computed_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "seconds": round(seconds, 3),
             "libraries": library_versions(),
         }

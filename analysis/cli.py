@@ -46,7 +46,28 @@ def build_parser() -> argparse.ArgumentParser:
     hidden.add_argument("--out", required=True, type=Path)
     hidden.add_argument("--prenorm-out", type=Path, help="also write the last block's pre-norm output [N, d]")
 
+    pga = commands.add_parser("pga", help="Subspace PGA per layer: z, null, PC angles, spectral metrics")
+    _model_args(pga)
+    _run_args(pga)
+    pga.add_argument("--hidden", type=Path, help="bring your own states: H.npy, [N, d] or [L, N, d]")
+    pga.add_argument("--unembedding", type=Path, help="with --hidden: W.npy, [V, d]")
+    pga.add_argument("--layers", default="all", help="all | 0,5,10 (negative counts from the end)")
+    pga.add_argument("--k", default="100", help="readout dimensions, e.g. 100 or 50,100")
+    pga.add_argument("--ccr", default="1", help="CCR depths, e.g. 1 or 0,1,5,10")
+    pga.add_argument("--n-null", type=int, default=100, help="R random subspaces")
+    pga.add_argument("--max-pairs", type=int, help="seeded uniform sample of pairs (default: all pairs)")
+    pga.add_argument("--ccr-fit", choices=["same", "half"], default="same",
+                     help="fit CCR on the scored tokens, or on a held-out half")
+    pga.add_argument("--json", type=Path, required=True, help="output file ('-' for stdout)")
     return parser
+
+
+def int_list(text: str, name: str) -> tuple[int, ...]:
+    """``"1,5,10"`` -> ``(1, 5, 10)``; InputError naming the option otherwise."""
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise InputError(f"--{name} takes comma-separated integers, e.g. 1,5,10; got {text!r}.") from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,4 +81,50 @@ def hidden_states(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"model-info": model_info, "hidden-states": hidden_states}
+def pga(args: argparse.Namespace) -> int:
+    from analysis.cli import int_list
+    from analysis.errors import require
+    from analysis.pga import PGASettings, pga_sweep, validate_states
+    from analysis.pipeline import cached_pga, model_readout, model_states
+    from analysis.readout import readout_basis
+
+    progress = TqdmProgress()
+    settings = PGASettings(ks=int_list(args.k, "k"), ccrs=int_list(args.ccr, "ccr"), n_null=args.n_null,
+                           seed=args.seed, max_pairs=args.max_pairs, ccr_fit=args.ccr_fit)
+    if args.hidden or args.unembedding:
+        require(bool(args.hidden and args.unembedding), "--hidden and --unembedding go together.")
+        w_u = _load_npy(args.unembedding, "--unembedding")
+        require(w_u.ndim == 2, f"--unembedding must be a [V, d] array; got shape {w_u.shape}.")
+        states = validate_states(_load_npy(args.hidden, "--hidden"), w_u.shape[1])
+        basis, identity = readout_basis(w_u), None
+        results = pga_sweep(states, basis, settings, _layers(args.layers, len(states)), args.device, progress)
+    else:
+        loaded = load_model(args, progress)
+        hidden, spec = model_states(loaded, corpus_from(args), sampling_from(args), progress)
+        basis, identity = model_readout(loaded), loaded.ref.identity
+        layers = _layers(args.layers, hidden.n_layers)
+        results = cached_pga(hidden, spec, basis, loaded.ref.spec, settings, layers, args.device, progress)
+    first = results[0]
+    runs = [{"k": k, "ccr": c, "layers": [r.to_json() for r in results if (r.k, r.ccr) == (k, c)]}
+            for k in settings.ks for c in settings.ccrs]
+    emit_json({"n_tokens": first.n_tokens, "n_pairs": first.n_pairs, "n_null": settings.n_null,
+               "seed": settings.seed, "identity": identity, "settings": settings.spec, "runs": runs}, args.json)
+    return 0
+
+
+def _layers(text: str, n_layers: int) -> list[int]:
+    from analysis.cli import int_list
+
+    return list(range(n_layers)) if text == "all" else list(int_list(text, "layers"))
+
+
+def _load_npy(path: Path, option: str) -> np.ndarray:
+    from analysis.errors import InputError
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise InputError(f"{option} {str(path)!r} is not a readable .npy array ({error}).") from None
+
+
+COMMANDS = {"model-info": model_info, "hidden-states": hidden_states, "pga": pga}

@@ -5,7 +5,7 @@ The CLI passes a tqdm adapter, the dashboard a Streamlit progress bar; the libra
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 Progress = Callable[[str, int, int], None]
 

@@ -203,6 +203,6 @@ def _hash_files(files: list[Path]) -> str:
     for path in files:
         stat = path.stat()
         spec = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-        entry = default_cache().get_or_compute("file-sha256", 1, spec, lambda: builtin.sha256_file(path))
+        entry = default_cache().get_or_compute("file-sha256", 1, spec, lambda path=path: builtin.sha256_file(path))
         digest.update(f"{path.name}:{entry.value}\n".encode())
     return digest.hexdigest()

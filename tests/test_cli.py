@@ -42,3 +42,33 @@ def test_bad_input_exits_2_with_a_message(neox_folder):
     assert "Traceback" not in result.stderr
     result = run_cli("hidden-states", str(neox_folder), "--n-tokens", "100000000", "--out", "/tmp/x.npy")
     assert result.returncode == 2 and "corpus allows at most" in result.stderr
+
+
+def test_pga_json_contract_from_arrays(tmp_path):
+    from analysis.synthetic import planted_readout
+
+    states, w_u = planted_readout(n=80)
+    np.save(tmp_path / "H.npy", np.stack([states, states]))
+    np.save(tmp_path / "W.npy", w_u)
+    result = run_cli("pga", "--hidden", str(tmp_path / "H.npy"), "--unembedding", str(tmp_path / "W.npy"),
+                     "--k", "8,4", "--ccr", "0,1", "--n-null", "20", "--json", str(tmp_path / "out.json"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert (out["n_tokens"], out["n_pairs"], out["n_null"], out["seed"]) == (80, 3160, 20, 0)
+    assert [(r["k"], r["ccr"]) for r in out["runs"]] == [(8, 0), (8, 1), (4, 0), (4, 1)]
+    keys = {"layer", "z", "rho_readout", "null_mean", "null_std", "p_value", "pc1_angle_deg", "rankme",
+            "alpha_req", "isotropy", "condition_number"}
+    for run in out["runs"]:
+        assert [layer["layer"] for layer in run["layers"]] == [0, 1]
+        assert all(keys <= set(layer) for layer in run["layers"])
+    assert out["runs"][0]["layers"][0]["z"] > 3
+
+
+def test_pga_on_a_model_and_bad_k(neox_folder, tmp_path):
+    result = run_cli("pga", str(neox_folder), "--n-tokens", "64", "--window", "32", "--k", "8",
+                     "--layers", "0,-1", "--n-null", "10", "--json", str(tmp_path / "m.json"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads((tmp_path / "m.json").read_text())
+    assert out["identity"].startswith("sha256:") and [x["layer"] for x in out["runs"][0]["layers"]] == [0, 3]
+    result = run_cli("pga", str(neox_folder), "--n-tokens", "64", "--k", "33", "--json", "-")
+    assert result.returncode == 2 and "k = 33 is out of range" in result.stderr

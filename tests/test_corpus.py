@@ -3,8 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from analysis.corpus import (Sampling, builtin_corpus, corpus_from_bytes, load_corpus,
-                             sample_positions)
+from analysis.corpus import Sampling, builtin_corpus, corpus_from_bytes, load_corpus, sample_positions
 from analysis.errors import InputError
 
 
@@ -51,7 +50,7 @@ def test_sampling_is_seeded_skips_window_starts_and_has_n_rows():
     a, b = sample_positions(ids, sampling), sample_positions(ids, sampling)
     assert len(a.rows) == 300 and np.array_equal(a.token_ids, b.token_ids)
     assert a.cols.min() >= 5 and a.cols.max() < 64
-    assert len(set(zip(a.rows.tolist(), a.cols.tolist()))) == 300  # no position twice
+    assert len(set(zip(a.rows.tolist(), a.cols.tolist(), strict=True))) == 300  # no position twice
     np.testing.assert_array_equal(a.token_ids, a.starts[a.rows] + a.cols)  # window w starts at starts[w]
     c = sample_positions(ids, Sampling(n_tokens=300, window=64, skip=5, per_window=16, seed=4))
     assert not np.array_equal(a.token_ids, c.token_ids)

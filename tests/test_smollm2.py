@@ -29,3 +29,17 @@ def test_card_and_next_token(smollm2):
 def test_hidden_state_shapes(smollm2):
     result = hidden_states(smollm2, builtin_corpus(), Sampling(n_tokens=64, per_window=16)).value
     assert result.states.shape == (31, 64, 576) and np.isfinite(result.states).all()
+
+
+def test_pga_smoke_on_a_few_layers(smollm2):
+    from analysis.pga import PGASettings
+    from analysis.pipeline import cached_pga, model_readout, model_states
+
+    hidden, spec = model_states(smollm2, builtin_corpus(), Sampling(n_tokens=128, per_window=16))
+    basis = model_readout(smollm2)
+    assert basis.vectors.shape == (576, 576) and np.all(np.diff(basis.singular_values) <= 1e-9)
+    results = cached_pga(hidden, spec, basis, smollm2.ref.spec, PGASettings(n_null=20, n_bootstrap=100),
+                         [0, 15, -1])
+    assert [r.layer for r in results] == [0, 15, 30]
+    for result in results:
+        assert np.isfinite(result.z) and -1 <= result.rho_readout <= 1 and 0 <= result.pc1_angle_deg <= 90

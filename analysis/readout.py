@@ -1,0 +1,56 @@
+"""The readout subspace V_k: top-k right singular vectors of the unembedding W_U ``[V, d]``.
+
+Computed as the eigenvectors of ``W_U^T W_U`` ``[d, d]`` in float64 (same subspace as an SVD of
+W_U, far cheaper), accumulated over row blocks so a 256k vocabulary never needs a float64 copy of
+W_U. Computed once per model; every k is a slice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from analysis.errors import require
+
+
+@dataclass(frozen=True)
+class ReadoutBasis:
+    """Right singular vectors of W_U by descending singular value.
+
+    Attributes:
+        vectors: ``[d, d]`` float64, orthonormal columns.
+        singular_values: ``[d]`` float64, descending.
+    """
+
+    vectors: np.ndarray
+    singular_values: np.ndarray
+
+    @property
+    def d(self) -> int:
+        return self.vectors.shape[0]
+
+    def top(self, k: int) -> np.ndarray:
+        """``[d, k]`` basis of V_k; InputError unless 1 <= k <= d."""
+        require(1 <= k <= self.d, f"k = {k} is out of range: the readout subspace dimension must be "
+                                  f"between 1 and d = {self.d}.")
+        return self.vectors[:, :k]
+
+
+def readout_basis(w_u: np.ndarray | torch.Tensor, block_rows: int = 8192,
+                  device: str | torch.device = "cpu") -> ReadoutBasis:
+    """Eigen-decompose ``W_U^T W_U`` (float64, row blocks) into a :class:`ReadoutBasis`."""
+    w_u = torch.as_tensor(w_u)
+    require(w_u.ndim == 2 and w_u.shape[0] >= 1,
+            f"The unembedding must be a [V, d] matrix with V >= 1; got shape {tuple(w_u.shape)}.")
+    require(bool(torch.isfinite(w_u).all()), "The unembedding holds NaN or Inf values.")
+    d = w_u.shape[1]
+    gram = torch.zeros(d, d, dtype=torch.float64, device=device)
+    for start in range(0, w_u.shape[0], block_rows):
+        block = w_u[start:start + block_rows].to(device=device, dtype=torch.float64)
+        gram += block.T @ block
+    eigenvalues, eigenvectors = torch.linalg.eigh(gram)
+    order = torch.argsort(eigenvalues, descending=True)
+    singular = eigenvalues[order].clamp(min=0).sqrt()
+    return ReadoutBasis(eigenvectors[:, order].cpu().numpy(), singular.cpu().numpy())

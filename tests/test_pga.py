@@ -1,0 +1,155 @@
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+from scipy.spatial.distance import pdist
+
+from analysis.cache import ResultCache
+from analysis.ccr import fit_pca, remove_components
+from analysis.errors import InputError
+from analysis.pga import PGASettings, null_bases, pga_sweep
+from analysis.pipeline import cached_pga
+from analysis.ranks import centred_ranks, spearman_many
+from analysis.readout import readout_basis
+from analysis.synthetic import masked_readout, planted_readout
+
+FAST = dict(n_null=30, n_bootstrap=200)
+
+
+def one(states, w_u, **settings):
+    (result,) = pga_sweep(states, readout_basis(w_u), PGASettings(**{**FAST, **settings}))
+    return result
+
+
+def test_planted_readout_gives_large_positive_z():
+    states, w_u = planted_readout(seed=1)
+    result = one(states, w_u, ks=(8,))
+    assert result.z > 5 and result.rho_readout > 0.99
+    assert result.p_value == pytest.approx(1 / 31)
+    assert result.z_interval[0] <= result.z <= result.z_interval[1]
+    # signal variance 8 inside V_k; noise 64 x 0.01, of which 8/64 inside
+    assert result.pc1_angle_deg < 10 and result.variance_in_readout == pytest.approx(8.08 / 8.64, abs=0.02)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_random_readout_gives_no_signal(seed):
+    states, _ = planted_readout(seed=seed)
+    w_random = np.random.default_rng(100 + seed).standard_normal((500, 64))
+    result = one(states, w_random, ks=(8,), seed=seed)
+    assert abs(result.z) < 4 and result.p_value > 0.01
+
+
+def test_masking_direction_negative_at_ccr0_recovered_at_ccr1():
+    states, w_u = masked_readout()
+    ccr0, ccr1 = pga_sweep(states, readout_basis(w_u), PGASettings(ks=(8,), ccrs=(0, 1), **FAST))
+    assert ccr0.z < -3 and ccr1.z > 3
+    assert ccr0.pc1_angle_deg > 85  # the dominant direction is "dark": orthogonal to the readout
+
+
+def test_k_equal_d_keeps_every_distance():
+    states, w_u = planted_readout(d=24, k=4)
+    assert one(states, w_u, ks=(24,)).rho_readout > 0.9999
+
+
+def test_rotating_data_and_unembedding_together_changes_nothing():
+    states, w_u = planted_readout(seed=2)
+    rotation, _ = np.linalg.qr(np.random.default_rng(5).standard_normal((64, 64)))
+    a = one(states, w_u, ks=(8,))
+    b = one((states @ rotation).astype(np.float32), w_u @ rotation, ks=(8,))
+    assert b.rho_readout == pytest.approx(a.rho_readout, abs=1e-4)
+
+
+def test_matches_a_plain_reference_implementation():
+    """numpy cosine distances + scipy.stats.spearmanr, subspace by subspace."""
+    states, w_u = masked_readout(n=60, seed=3)
+    settings = PGASettings(ks=(8,), ccrs=(1,), n_null=5, n_bootstrap=10)
+    result = pga_sweep(states, readout_basis(w_u), settings)[0]
+    x = states.astype(np.float64) - states.mean(0)
+    u = np.linalg.svd(x, full_matrices=False)[2][0]
+    x = x - np.outer(x @ u, u)
+    full = pdist(x, "cosine")
+    top = np.linalg.svd(w_u, full_matrices=False)[2][:8].T
+    bases = [top, *null_bases(64, 8, 5, settings.seed)]
+    rhos = [scipy.stats.spearmanr(full, pdist(x @ q, "cosine")).statistic for q in bases]
+    assert result.rho_readout == pytest.approx(rhos[0], abs=2e-4)
+    np.testing.assert_allclose(result.null, rhos[1:], atol=2e-4)
+    null = np.asarray(rhos[1:])
+    assert result.z == pytest.approx((rhos[0] - null.mean()) / null.std(ddof=1), rel=1e-2)
+
+
+def test_vectorised_spearman_equals_scipy_with_and_without_ties():
+    rng = np.random.default_rng(0)
+    reference = rng.standard_normal(2000)
+    rows = rng.standard_normal((6, 2000))
+    rows[1] = reference + 0.3 * rows[1]
+    rows[2] = np.round(rows[2], 1)  # heavy ties
+    rows[3] = rows[3] > 0  # two values only
+    for ref in (reference, np.round(reference, 1)):
+        ours = spearman_many(centred_ranks(torch.tensor(ref)), torch.tensor(rows)).numpy()
+        np.testing.assert_allclose(ours, [scipy.stats.spearmanr(ref, r).statistic for r in rows], atol=1e-12)
+
+
+def test_ccr_leaves_nothing_along_removed_directions():
+    states, _ = masked_readout()
+    pca = fit_pca(torch.tensor(states))
+    for c in (1, 3, 5):
+        corrected = remove_components(torch.tensor(states), pca, c)
+        assert corrected.mean(0).abs().max() < 1e-8
+        assert (corrected @ pca.components[:, :c]).abs().max() < 1e-8
+    wide = torch.tensor(np.random.default_rng(0).standard_normal((20, 50)))  # N < d: the dual path
+    dual = fit_pca(wide)
+    assert (remove_components(wide, dual, 4) @ dual.components[:, :4]).abs().max() < 1e-8
+
+
+def test_same_seed_same_null_other_seed_other_null():
+    states, w_u = planted_readout()
+    a, b, c = (one(states, w_u, ks=(8,), seed=s) for s in (7, 7, 8))
+    np.testing.assert_array_equal(a.null, b.null)
+    assert not np.array_equal(a.null, c.null)
+
+
+def test_pair_subsample_and_held_out_half():
+    states, w_u = planted_readout(n=200)
+    sampled = one(states, w_u, ks=(8,), max_pairs=5000)
+    assert sampled.n_pairs == 5000 and sampled.z > 3
+    half = one(states, w_u, ks=(8,), ccr_fit="half")
+    assert half.n_tokens == 100 and half.n_pairs == 100 * 99 // 2 and half.z > 3
+
+
+@pytest.mark.parametrize("kwargs, pattern", [
+    (dict(ks=(0,)), "k = 0 is out of range.*between 1 and d = 64"),
+    (dict(ks=(65,)), "k = 65 is out of range"),
+    (dict(ccrs=(64,)), "CCR depth 64 is too large.*min\\(N, d\\) = 64"),
+    (dict(n_null=1), "at least 2; got 1"),
+])
+def test_bad_settings_are_named(kwargs, pattern):
+    states, w_u = planted_readout()
+    with pytest.raises(InputError, match=pattern):
+        pga_sweep(states, readout_basis(w_u), PGASettings(**{"ks": (8,), **kwargs}))
+
+
+def test_bad_arrays_are_named():
+    states, w_u = planted_readout()
+    basis = readout_basis(w_u)
+    stacked = np.stack([states, states, states])
+    stacked[2, 5, 3] = np.nan
+    cases = [(states[:2], "N = 2"), (states[:, :30], "width 30 but W_U has d = 64"),
+             (stacked, "NaN or Inf at layer\\(s\\) \\[2\\]"), (states[0], "1-D"), (stacked[None], "4-D")]
+    for array, pattern in cases:
+        with pytest.raises(InputError, match=pattern):
+            pga_sweep(array, basis, PGASettings(ks=(8,), **FAST))
+    with pytest.raises(InputError, match="Layer 3 is out of range.*0..2"):
+        pga_sweep(np.stack([states] * 3), basis, PGASettings(ks=(8,), **FAST), layers=[3])
+
+
+def test_cached_pga_computes_each_layer_k_ccr_once(tmp_path):
+    states, w_u = planted_readout()
+    stacked = np.stack([states, states * 2])
+    cache, basis = ResultCache(tmp_path), readout_basis(w_u)
+    settings = PGASettings(ks=(4, 8), ccrs=(0, 1), **FAST)
+    first = cached_pga(stacked, {"id": "s"}, basis, {"id": "w"}, settings, [0, 1], cache=cache)
+    calls = []
+    again = cached_pga(stacked, {"id": "s"}, basis, {"id": "w"}, settings, [0, -1], cache=cache,
+                       progress=lambda *a: calls.append(a))
+    assert calls == [] and [r.z for r in again] == [r.z for r in first]
+    assert [(r.layer, r.k, r.ccr) for r in again][:4] == [(0, 4, 0), (0, 4, 1), (0, 8, 0), (0, 8, 1)]
