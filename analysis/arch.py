@@ -14,13 +14,24 @@ from torch import nn
 
 from analysis.errors import InputError
 
-_LLAMA_LIKE = ("model.layers", "model.norm")
 
-# model_type -> (dotted path of the block list, dotted path of the final norm)
-ARCHITECTURES: dict[str, tuple[str, str]] = {
-    "gpt_neox": ("gpt_neox.layers", "gpt_neox.final_layer_norm"),
-    "gpt2": ("transformer.h", "transformer.ln_f"),
-    "phi": ("model.layers", "model.final_layernorm"),
+@dataclass(frozen=True)
+class Layout:
+    """Dotted module paths of one family, and the weight names its checkpoints store W_E and W_U under."""
+
+    layers: str
+    final_norm: str
+    embedding_weight: str
+    unembedding_weight: str
+
+
+_LLAMA_LIKE = Layout("model.layers", "model.norm", "model.embed_tokens.weight", "lm_head.weight")
+
+ARCHITECTURES: dict[str, Layout] = {
+    "gpt_neox": Layout("gpt_neox.layers", "gpt_neox.final_layer_norm", "gpt_neox.embed_in.weight",
+                       "embed_out.weight"),
+    "gpt2": Layout("transformer.h", "transformer.ln_f", "transformer.wte.weight", "lm_head.weight"),
+    "phi": Layout("model.layers", "model.final_layernorm", "model.embed_tokens.weight", "lm_head.weight"),
     **{
         name: _LLAMA_LIKE
         for name in ("llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "gemma", "gemma2",
@@ -44,6 +55,12 @@ class Anatomy:
     vocab_size: int
     tied_embeddings: bool
     n_parameters: int
+
+
+def layout(config) -> Layout:
+    """The family's :class:`Layout`; InputError for an encoder or an unmapped family."""
+    check_supported(config)
+    return ARCHITECTURES[config.model_type]
 
 
 def check_supported(config) -> None:
@@ -74,14 +91,12 @@ def _module(model: nn.Module, dotted: str) -> nn.Module:
 
 def layers(model: nn.Module) -> nn.ModuleList:
     """The transformer blocks, in order."""
-    check_supported(model.config)
-    return _module(model, ARCHITECTURES[model.config.model_type][0])
+    return _module(model, layout(model.config).layers)
 
 
 def final_norm(model: nn.Module) -> nn.Module:
     """The norm applied to the last block's output before the unembedding."""
-    check_supported(model.config)
-    return _module(model, ARCHITECTURES[model.config.model_type][1])
+    return _module(model, layout(model.config).final_norm)
 
 
 def unembedding(model: nn.Module) -> torch.Tensor:

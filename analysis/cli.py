@@ -59,6 +59,29 @@ def build_parser() -> argparse.ArgumentParser:
     pga.add_argument("--ccr-fit", choices=["same", "half"], default="same",
                      help="fit CCR on the scored tokens, or on a held-out half")
     pga.add_argument("--json", type=Path, required=True, help="output file ('-' for stdout)")
+
+    capacity = commands.add_parser("capacity", help="epsilon, class and capacity of a model, or of --d/--eps")
+    _model_args(capacity)
+    capacity.add_argument("--d", type=int, help="with --eps: formulas only, no model")
+    capacity.add_argument("--eps", type=float, help="with --d: formulas only, no model")
+    capacity.add_argument("--matrix", choices=["embedding", "unembedding"], default="embedding")
+    capacity.add_argument("--bins", type=int, default=300)
+    capacity.add_argument("--sample-pairs", type=int, help="histogram from a seeded sample of pairs")
+    capacity.add_argument("--seed", type=int, default=0)
+    capacity.add_argument("--device", default="auto")
+    capacity.add_argument("--delta", type=float, default=0.005, help="sensitivity: capacity at eps +- delta")
+    capacity.add_argument("--json", nargs="?", const="-", type=Path, help="print JSON, or write it to a file")
+
+    packing = commands.add_parser("packing", help="vector-packing simulations and formula fits")
+    packing.add_argument("--d", required=True, help="dimensions, e.g. 64,128")
+    packing.add_argument("--k", required=True, help="vector counts, e.g. 2000,4000")
+    packing.add_argument("--method", choices=["random", "optimized"], default="random")
+    packing.add_argument("--trials", type=int, default=1000, help="random: trials per cell")
+    packing.add_argument("--steps", type=int, default=5000, help="optimized: Adam steps per cell")
+    packing.add_argument("--seed", type=int, default=0)
+    packing.add_argument("--device", default="auto")
+    packing.add_argument("--fit", action="store_true", help="fit the JL, adjusted and full forms to the cells")
+    packing.add_argument("--json", type=Path, help="output file (default: stdout)")
     return parser
 
 

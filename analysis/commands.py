@@ -127,4 +127,56 @@ def _load_npy(path: Path, option: str) -> np.ndarray:
         raise InputError(f"{option} {str(path)!r} is not a readable .npy array ({error}).") from None
 
 
-COMMANDS = {"model-info": model_info, "hidden-states": hidden_states, "pga": pga}
+def capacity(args: argparse.Namespace) -> int:
+    from analysis.capacity import capacity_report
+    from analysis.errors import require
+
+    if args.d is not None or args.eps is not None:
+        require(args.d is not None and args.eps is not None, "--d and --eps go together.")
+        payload = capacity_report(args.d, args.eps, args.delta).to_json()
+    else:
+        from analysis.pipeline import matrix_geometry
+        from analysis.refs import resolve
+
+        ref = resolve(args.model, args.revision, allow_pickle=args.allow_pickle, weights=False)
+        geometry = matrix_geometry(ref, args.matrix, args.bins, args.sample_pairs, args.seed, args.device,
+                                   TqdmProgress())
+        stats = geometry.stats
+        payload = {
+            **capacity_report(stats.d, max(stats.epsilon, 1e-9), args.delta).to_json(),
+            "model": args.model, "identity": ref.identity, "matrix": args.matrix,
+            "tensor": geometry.tensor_name, "mu": stats.mu, "sigma": stats.sigma, "n_rows": stats.n_rows,
+            "n_zero_rows": stats.n_zero_rows, "d_model": stats.d, "tied_embeddings": geometry.tied_embeddings,
+            "histogram": {"edges": geometry.histogram.edges.tolist(), "counts": geometry.histogram.counts.tolist(),
+                          "sampled_pairs": geometry.histogram.sampled},
+        }
+    if args.json is None:
+        print(f"{payload.get('model', 'd = %d' % payload['d'])}: eps = {payload['eps']:.4f}, {payload['class']}")
+        for name, value in payload["capacity"].items():
+            print(f"  {name:12} {value:.4g}" if name != "extrapolated" else f"  {name:12} {value}")
+    else:
+        emit_json(payload, args.json)
+    return 0
+
+
+def packing(args: argparse.Namespace) -> int:
+    from analysis.cli import int_list
+    from analysis.packing import fit_formulas, optimized_packing, random_packing
+
+    progress = TqdmProgress()
+    cells = []
+    for d in int_list(args.d, "d"):
+        for k in int_list(args.k, "k"):
+            if args.method == "random":
+                cells.append(random_packing(k, d, args.trials, args.seed, args.device, progress))
+            else:
+                cells.append(optimized_packing(k, d, args.steps, args.seed, args.device, progress))
+    payload = {"method": args.method, "seed": args.seed, "cells": [c.to_json() for c in cells]}
+    if args.fit:
+        payload["fit"] = fit_formulas(cells)
+    emit_json(payload, args.json)
+    return 0
+
+
+COMMANDS = {"model-info": model_info, "hidden-states": hidden_states, "pga": pga, "capacity": capacity,
+            "packing": packing}

@@ -26,8 +26,11 @@ def snapshot_patterns(allow_pickle: bool) -> list[str]:
 
 
 def resolve_hub(repo_id: str, revision: str | None, allow_pickle: bool = False,
-                cache_dir: str | Path | None = None) -> tuple[str, Path]:
-    """Return (commit SHA, local snapshot folder) for ``repo_id`` at ``revision`` (default "main")."""
+                cache_dir: str | Path | None = None, weights: bool = True) -> tuple[str, Path]:
+    """Return (commit SHA, local snapshot folder) for ``repo_id`` at ``revision`` (default "main").
+
+    With ``weights=False`` only the JSON files (config, safetensors index) are fetched.
+    """
     revision = revision or "main"
     try:
         sha = commit_sha(repo_id, revision)
@@ -43,7 +46,8 @@ def resolve_hub(repo_id: str, revision: str | None, allow_pickle: bool = False,
                 f"Internet once, or copy the model into a folder and give that folder instead."
             ) from None
         offline = True
-    folder = snapshot_download(repo_id, revision=sha, allow_patterns=snapshot_patterns(allow_pickle),
+    patterns = snapshot_patterns(allow_pickle) if weights else ["*.json"]
+    folder = snapshot_download(repo_id, revision=sha, allow_patterns=patterns,
                                cache_dir=cache_dir, local_files_only=offline)
     return sha, Path(folder)
 
@@ -86,3 +90,10 @@ def hub_step_branches(repo_id: str) -> list[int] | None:
         return None
     steps = [int(b.name[4:]) for b in refs.branches if re.match(r"^step\d+$", b.name)]
     return steps
+
+
+def fetch_file(repo_id: str, sha: str, filename: str) -> Path:
+    """One file of a commit, from the local cache or the Hub."""
+    from huggingface_hub import hf_hub_download
+
+    return Path(hf_hub_download(repo_id, filename, revision=sha, local_files_only=constants.HF_HUB_OFFLINE))

@@ -48,10 +48,8 @@ def load(ref: ModelRef, device: str = "auto", dtype: str = "auto", trust_remote_
 
     torch_device = pick_device(device)
     torch_dtype = pick_dtype(dtype, torch_device)
-    folder, gguf_file = _weights_folder(ref, progress)
+    folder = gguf_as_safetensors(ref, progress) if ref.gguf_file else ref.path
     kwargs = {"trust_remote_code": trust_remote_code}
-    if gguf_file:
-        kwargs["gguf_file"] = gguf_file
     report(progress, "load", 0, 2)
     try:
         config = AutoConfig.from_pretrained(folder, **kwargs)
@@ -71,13 +69,11 @@ def load(ref: ModelRef, device: str = "auto", dtype: str = "auto", trust_remote_
     return LoadedModel(ref, model, tokenizer, torch_device, torch_dtype, arch.anatomy(model))
 
 
-def _weights_folder(ref: ModelRef, progress: Progress | None) -> tuple[Path, str | None]:
-    """Folder (and GGUF file name) to load from; a GGUF is converted once to safetensors."""
-    if not ref.gguf_file:
-        return ref.path, None
+def gguf_as_safetensors(ref: ModelRef, progress: Progress | None = None) -> Path:
+    """The de-quantised safetensors copy of a GGUF model, made on first use (atomic rename)."""
     converted = models_dir() / f"gguf-{ref.identity.split(':')[-1][:16]}"
     if (converted / "config.json").exists():
-        return converted, None
+        return converted
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     report(progress, "convert GGUF (first load only)", 0, 1)
@@ -100,4 +96,4 @@ def _weights_folder(ref: ModelRef, progress: Progress | None) -> tuple[Path, str
     del model
     gc.collect()
     report(progress, "convert GGUF (first load only)", 1, 1)
-    return converted, None
+    return converted

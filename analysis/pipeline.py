@@ -1,4 +1,7 @@
-"""The cached chain a user's choice runs through: model -> hidden states -> readout -> PGA results.
+"""The cached chains a user's choice runs through.
+
+Subspace PGA: model -> hidden states -> readout basis -> PGA results per (layer, k, CCR depth).
+Capacity: the stored W_E (or W_U) -> cosine statistics and histogram (no model loaded).
 
 Each step is stored in the disk cache under a spec that holds the step's own settings and the spec
 of what it was computed from, so a result is never confused with one from other weights, text or
@@ -7,19 +10,22 @@ settings. PGA results are cached per (layer, k, CCR depth): moving a slider comp
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from analysis import arch
 from analysis.cache import ResultCache, default_cache
 from analysis.corpus import Corpus, Sampling
+from analysis.epsilon import CosineStats, Histogram, cosine_histogram, cosine_stats, paired_cosines
 from analysis.errors import require
 from analysis.hidden import HiddenStates, hidden_states
 from analysis.loading import LoadedModel
 from analysis.pga import LayerPGA, PGASettings, pga_sweep
 from analysis.progress import Progress
 from analysis.readout import ReadoutBasis, readout_basis
+from analysis.refs import ModelRef
+from analysis.weights import read_matrix
 
 READOUT_VERSION = 1
 PGA_VERSION = 1
@@ -73,3 +79,51 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
                 cache.put("pga", PGA_VERSION, spec(result.layer, result.k, result.ccr), result)
                 found[result.layer, result.k, result.ccr] = result
     return [found[layer, k, c] for layer in layers for k in settings.ks for c in settings.ccrs]
+
+
+GEOMETRY_VERSION = 1
+
+
+@dataclass(frozen=True)
+class MatrixGeometry:
+    """Cosine statistics and histogram of one stored matrix (W_E or W_U) of a model."""
+
+    which: str
+    stats: CosineStats
+    histogram: Histogram
+    tied_embeddings: bool
+    model_type: str
+    tensor_name: str
+
+
+def matrix_geometry(ref: ModelRef, which: str = "embedding", bins: int = 300, sample_pairs: int | None = None,
+                    seed: int = 0, device: str = "auto", progress: Progress | None = None,
+                    cache: ResultCache | None = None) -> MatrixGeometry:
+    """epsilon statistics and the histogram of W_E or W_U, reading only that tensor; cached."""
+    cache = cache or default_cache()
+    spec = {"model": ref.spec, "which": which, "bins": bins, "sample_pairs": sample_pairs, "seed": seed}
+
+    def compute() -> MatrixGeometry:
+        stored = read_matrix(ref, which)
+        return MatrixGeometry(which, cosine_stats(stored.matrix, device),
+                              cosine_histogram(stored.matrix, bins, sample_pairs, seed, device, progress),
+                              stored.tied_embeddings, stored.model_type, stored.tensor_name)
+
+    return cache.get_or_compute("matrix-geometry", GEOMETRY_VERSION, spec, compute).value
+
+
+def embedding_unembedding_cosines(ref: ModelRef, bins: int = 300, cache: ResultCache | None = None):
+    """Histogram of cos(E_i, U_i) over tokens, or None for tied models (all ones); cached."""
+    cache = cache or default_cache()
+
+    def compute() -> Histogram | None:
+        embedding, unembedding = read_matrix(ref, "embedding"), read_matrix(ref, "unembedding")
+        if embedding.tied_embeddings:
+            return None
+        rows = min(len(embedding.matrix), len(unembedding.matrix))  # padded vocabularies may differ
+        values = paired_cosines(embedding.matrix[:rows], unembedding.matrix[:rows])
+        counts, edges = np.histogram(values, bins=bins, range=(-1, 1))
+        return Histogram(edges, counts)
+
+    return cache.get_or_compute("paired-cosines", GEOMETRY_VERSION, {"model": ref.spec, "bins": bins},
+                                compute).value

@@ -81,8 +81,11 @@ class ModelRef:
         return f"{self.name}{revision} ({short})"
 
 
-def resolve(name: str, revision: str | None = None, allow_pickle: bool = False) -> ModelRef:
+def resolve(name: str, revision: str | None = None, allow_pickle: bool = False,
+            weights: bool = True) -> ModelRef:
     """Resolve a model reference to its identity and a local path (fetching when needed).
+
+    ``weights=False`` fetches only a Hub model's JSON files (see ``analysis.weights``).
 
     Raises InputError naming the value for an unknown model, a missing revision, a folder with no
     weights, pickled weights without ``allow_pickle``, or an unreachable Hub with nothing cached.
@@ -104,7 +107,7 @@ def resolve(name: str, revision: str | None = None, allow_pickle: bool = False) 
         )
     from analysis.hub import resolve_hub
 
-    sha, folder = resolve_hub(name, revision, allow_pickle)
+    sha, folder = resolve_hub(name, revision, allow_pickle, weights=weights)
     step = _step_of(revision) if revision else None
     return ModelRef(name, "hub", revision, sha, folder, None, step)
 

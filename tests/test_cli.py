@@ -72,3 +72,34 @@ def test_pga_on_a_model_and_bad_k(neox_folder, tmp_path):
     assert out["identity"].startswith("sha256:") and [x["layer"] for x in out["runs"][0]["layers"]] == [0, 3]
     result = run_cli("pga", str(neox_folder), "--n-tokens", "64", "--k", "33", "--json", "-")
     assert result.returncode == 2 and "k = 33 is out of range" in result.stderr
+
+
+def test_capacity_formulas_json():
+    result = run_cli("capacity", "--d", "4096", "--eps", "0.0645", "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert (out["d"], out["eps"], out["class"]) == (4096, 0.0645, "Class 2")
+    assert round(out["capacity"]["jl_proven"], 1) == 8.4 and out["capacity"]["extrapolated"] is True
+    assert set(out["capacity"]) == {"full", "adjusted", "jl_proven", "jl_fitted", "extrapolated"}
+    bad = run_cli("capacity", "--d", "0", "--eps", "0.1")
+    assert bad.returncode == 2 and "d must be at least 1" in bad.stderr
+
+
+def test_capacity_of_a_model_json(tiny_models, tmp_path):
+    result = run_cli("capacity", str(tiny_models[("gpt_neox", False)]), "--matrix", "unembedding",
+                     "--json", str(tmp_path / "c.json"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads((tmp_path / "c.json").read_text())
+    assert (out["n_rows"], out["d_model"], out["tied_embeddings"]) == (512, 32, False)
+    assert out["eps"] == out["mu"] + 2 * out["sigma"]
+    assert len(out["histogram"]["edges"]) == 301 and sum(out["histogram"]["counts"]) == 512 * 511 // 2
+
+
+def test_packing_json_with_fit(tmp_path):
+    result = run_cli("packing", "--d", "16,32", "--k", "100,200", "--trials", "3", "--fit", "--device", "cpu",
+                     "--json", str(tmp_path / "p.json"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads((tmp_path / "p.json").read_text())
+    assert [(c["d"], c["k"], c["method"]) for c in out["cells"]] == [
+        (16, 100, "random"), (16, 200, "random"), (32, 100, "random"), (32, 200, "random")]
+    assert {"C", "r2", "mape", "nrmse"} <= set(out["fit"]["jl"])

@@ -43,3 +43,15 @@ def test_pga_smoke_on_a_few_layers(smollm2):
     assert [r.layer for r in results] == [0, 15, 30]
     for result in results:
         assert np.isfinite(result.z) and -1 <= result.rho_readout <= 1 and 0 <= result.pc1_angle_deg <= 90
+
+
+def test_embedding_epsilon_class_and_histogram():
+    from analysis.capacity import classify
+    from analysis.pipeline import matrix_geometry
+
+    geometry = matrix_geometry(resolve("smollm2-135m", weights=False), "embedding", device="cpu")
+    stats = geometry.stats
+    assert (stats.n_rows, stats.d) == (49152, 576) and geometry.tied_embeddings
+    assert 0 < stats.epsilon < 1 and classify(stats.epsilon) in ("Class 1", "Class 2", "between classes")
+    assert geometry.histogram.counts.sum() == stats.n_pairs
+    assert geometry.histogram.mean == pytest.approx(stats.mu, abs=2e-3)
