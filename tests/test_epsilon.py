@@ -2,8 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.epsilon import (cosine_histogram, cosine_stats, paired_cosines, pairwise_stats_by_blocks,
-                              unit_rows)
+from analysis.epsilon import cosine_histogram, cosine_stats, paired_cosines, pairwise_stats_by_blocks, unit_rows
 from analysis.errors import InputError
 
 

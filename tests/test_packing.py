@@ -4,8 +4,15 @@ import torch
 
 from analysis.capacity import FULL, epsilon_for
 from analysis.errors import InputError
-from analysis.packing import (PackingCell, fit_formulas, learning_rate, loss_exponent, optimized_packing,
-                              packing_gradient, random_packing)
+from analysis.packing import (
+    PackingCell,
+    fit_formulas,
+    learning_rate,
+    loss_exponent,
+    optimized_packing,
+    packing_gradient,
+    random_packing,
+)
 
 
 def test_exponent_and_learning_rate_rules():
