@@ -151,7 +151,8 @@ def capacity(args: argparse.Namespace) -> int:
                           "sampled_pairs": geometry.histogram.sampled},
         }
     if args.json is None:
-        print(f"{payload.get('model', 'd = %d' % payload['d'])}: eps = {payload['eps']:.4f}, {payload['class']}")
+        subject = payload.get("model", f"d = {payload['d']}")
+        print(f"{subject}: eps = {payload['eps']:.4f}, {payload['class']}")
         for name, value in payload["capacity"].items():
             print(f"  {name:12} {value:.4g}" if name != "extrapolated" else f"  {name:12} {value}")
     else:
