@@ -1,10 +1,11 @@
-"""The dashboard frame: shared sidebar, then the chosen page (``streamlit run app.py``)."""
+"""The dashboard frame: the shared sidebar, then the chosen page. Run: ``streamlit run app.py``."""
 
 import streamlit as st
 
-from dashboard.state import sidebar
-
 st.set_page_config(page_title="Readout geometry", page_icon=":material/scatter_plot:", layout="wide")
-st.session_state["view"] = sidebar()
-page = st.navigation([st.Page("pages/triage.py", title="Triage", icon=":material/stethoscope:", default=True)])
-page.run()
+pages = [
+    st.Page("pages/triage.py", title="Triage", icon=":material/stethoscope:", default=True),
+    st.Page("pages/readout.py", title="Readout alignment", icon=":material/ssid_chart:"),
+    st.Page("pages/capacity.py", title="Embedding geometry & capacity", icon=":material/scatter_plot:"),
+]
+st.navigation(pages).run()  # each page draws the shared sidebar first (dashboard.state.sidebar)

@@ -100,10 +100,11 @@ def pga(args: argparse.Namespace) -> int:
         results = pga_sweep(states, basis, settings, _layers(args.layers, len(states)), args.device, progress)
     else:
         loaded = load_model(args, progress)
-        hidden, spec = model_states(loaded, corpus_from(args), sampling_from(args), progress)
+        hidden, provenance = model_states(loaded, corpus_from(args), sampling_from(args), progress)
         basis, identity = model_readout(loaded), loaded.ref.identity
         layers = _layers(args.layers, hidden.n_layers)
-        results = cached_pga(hidden, spec, basis, loaded.ref.spec, settings, layers, args.device, progress)
+        results = cached_pga(hidden, provenance["spec"], basis, loaded.ref.spec, settings, layers, args.device,
+                             progress)
     first = results[0]
     runs = [{"k": k, "ccr": c, "layers": [r.to_json() for r in results if (r.k, r.ccr) == (k, c)]}
             for k in settings.ks for c in settings.ccrs]

@@ -42,9 +42,10 @@ def model_readout(loaded: LoadedModel, cache: ResultCache | None = None) -> Read
 
 def model_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling,
                  progress: Progress | None = None, cache: ResultCache | None = None):
-    """(HiddenStates, spec) for the model, text and sampling; the spec keys everything downstream."""
+    """(HiddenStates, provenance) for the model, text and sampling; ``provenance["spec"]`` keys
+    everything computed from these states."""
     entry = hidden_states(loaded, corpus, sampling, progress=progress, cache=cache)
-    return entry.value, entry.provenance["spec"]
+    return entry.value, entry.provenance
 
 
 def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
@@ -110,6 +111,19 @@ def matrix_geometry(ref: ModelRef, which: str = "embedding", bins: int = 300, sa
                               stored.tied_embeddings, stored.model_type, stored.tensor_name)
 
     return cache.get_or_compute("matrix-geometry", GEOMETRY_VERSION, spec, compute).value
+
+
+def matrix_stats(ref: ModelRef, which: str = "embedding", device: str = "auto",
+                 cache: ResultCache | None = None) -> tuple[CosineStats, bool]:
+    """(closed-form cosine statistics, tied) of W_E or W_U alone: seconds even for a 50k vocabulary."""
+    cache = cache or default_cache()
+
+    def compute():
+        stored = read_matrix(ref, which)
+        return cosine_stats(stored.matrix, device), stored.tied_embeddings
+
+    return cache.get_or_compute("matrix-stats", GEOMETRY_VERSION, {"model": ref.spec, "which": which},
+                                compute).value
 
 
 def embedding_unembedding_cosines(ref: ModelRef, bins: int = 300, cache: ResultCache | None = None):

@@ -1,4 +1,9 @@
-"""Cached entry points into ``analysis`` for the pages, and the one place errors become messages."""
+"""The pages' only way into ``analysis``: cached calls with progress shown, errors made readable.
+
+Caching: the loaded model is a ``st.cache_resource`` with one entry (a new model releases the old);
+hidden states, readout bases and every metric come from the disk cache (``analysis.cache``), so a
+second visitor, a second tab or a restarted app reads them instead of recomputing.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,24 @@ import gc
 import streamlit as st
 import torch
 
+from analysis.capacity import capacity_report
+from analysis.corpus import Corpus, Sampling, builtin_corpus, load_corpus
 from analysis.errors import InputError
+from analysis.hidden import HiddenStates
 from analysis.loading import LoadedModel, load
 from analysis.model_info import describe
+from analysis.pga import LayerPGA, PGASettings
+from analysis.pipeline import (
+    MatrixGeometry,
+    cached_pga,
+    embedding_unembedding_cosines,
+    matrix_geometry,
+    matrix_stats,
+    model_readout,
+    model_states,
+)
 from analysis.refs import ModelRef, list_checkpoints, resolve
+from dashboard.state import ViewState
 
 
 @st.cache_data(show_spinner=False, ttl=600)
@@ -19,9 +38,10 @@ def checkpoints(model: str):
     return list_checkpoints(model)
 
 
-@st.cache_data(show_spinner="Resolving the model reference ...", ttl=600)
+@st.cache_data(show_spinner=False, ttl=600)
 def resolved(model: str, revision: str) -> ModelRef:
-    return resolve(model, revision or None)
+    with st.spinner(f"Resolving {model} ..."):
+        return resolve(model, revision or None)
 
 
 @st.cache_data(show_spinner=False)
@@ -29,21 +49,104 @@ def card(ref: ModelRef) -> dict:
     return describe(ref)
 
 
+class _Bar:
+    """A ``Progress`` callback that drives one Streamlit progress bar, naming the step."""
+
+    def __init__(self, label: str):
+        self.bar = st.progress(0.0, text=label)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        self.bar.progress(min(done / max(total, 1), 1.0), text=f"{stage}: {done}/{total}")
+
+    def done(self) -> None:
+        self.bar.empty()
+
+
 @st.cache_resource(max_entries=1, show_spinner=False)
-def _resident(identity: str, _ref: ModelRef, device: str) -> LoadedModel:
-    """One model resident at a time: a new identity evicts (releases) the previous one."""
+def _resident(identity: str, device: str, _ref: ModelRef) -> LoadedModel:
+    """One model resident at a time: a new (identity, device) evicts and frees the previous one.
+
+    The progress bar is created inside (Streamlit replays a cached function's own elements only)."""
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    with st.status(f"Loading {_ref.label} ...", expanded=False) as status:
-        bar = st.progress(0.0)
-        loaded = load(_ref, device=device, progress=lambda stage, d, t: bar.progress(d / max(t, 1), stage))
-        status.update(label=f"Loaded {_ref.label}", state="complete")
-    return loaded
+    bar = _Bar(f"Loading {_ref.label}")
+    try:
+        return load(_ref, device=device, progress=bar)
+    finally:
+        bar.done()
 
 
-def loaded_model(ref: ModelRef, device: str) -> LoadedModel:
-    return _resident(ref.identity, ref, device)
+def loaded_model(view: ViewState) -> LoadedModel:
+    ref = resolved(view.model, view.revision)
+    return _resident(ref.identity, view.device, ref)
+
+
+def corpus(view: ViewState) -> Corpus:
+    """The text the sidebar chose (an upload lives in the session)."""
+    if view.corpus == "builtin":
+        return builtin_corpus()
+    if view.corpus.startswith("upload:"):
+        uploaded = st.session_state.get("uploads", {}).get(view.corpus)
+        if uploaded is None:
+            raise InputError("The uploaded text is not in this session any more: upload it again.")
+        return uploaded
+    return load_corpus(view.corpus)
+
+
+def sampling(view: ViewState) -> Sampling:
+    return Sampling(n_tokens=view.n_tokens, seed=view.seed)
+
+
+@st.cache_resource(max_entries=2, show_spinner=False)
+def _states(key: str, _view: ViewState, _loaded: LoadedModel):
+    bar = _Bar("Hidden states")
+    try:
+        return model_states(_loaded, corpus(_view), sampling(_view), progress=bar)
+    finally:
+        bar.done()
+
+
+def states(view: ViewState, loaded: LoadedModel) -> tuple[HiddenStates, dict]:
+    """(hidden states of every layer, their provenance): disk-cached, kept in memory for the view."""
+    key = f"{loaded.spec}|{view.corpus}|{corpus(view).sha256}|{sampling(view).spec}"
+    return _states(key, view, loaded)
+
+
+def pga(view: ViewState, loaded: LoadedModel, k: int, ccr: int, layers: list[int] | None = None,
+        n_null: int = 100) -> list[LayerPGA]:
+    """PGA at (k, ccr) for the given layers (all by default); each layer cached on disk."""
+    hidden, provenance = states(view, loaded)
+    layers = list(range(hidden.n_layers)) if layers is None else layers
+    settings = PGASettings(ks=(k,), ccrs=(ccr,), n_null=n_null, seed=view.seed)
+    bar = _Bar(f"PGA at k = {k}, CCR-{ccr}")
+    try:
+        return cached_pga(hidden, provenance["spec"], model_readout(loaded), loaded.ref.spec, settings, layers,
+                          view.device, bar)
+    finally:
+        bar.done()
+
+
+def geometry(view: ViewState, which: str, sample_pairs: int | None = None) -> MatrixGeometry:
+    ref = resolved(view.model, view.revision)
+    bar = _Bar(f"Cosine histogram of the {which}")
+    try:
+        return matrix_geometry(ref, which, sample_pairs=sample_pairs, device=view.device, progress=bar)
+    finally:
+        bar.done()
+
+
+def stats(view: ViewState, which: str = "embedding"):
+    """(closed-form cosine statistics, tied) of the chosen model's W_E or W_U."""
+    return matrix_stats(resolved(view.model, view.revision), which, view.device)
+
+
+def paired(view: ViewState):
+    return embedding_unembedding_cosines(resolved(view.model, view.revision))
+
+
+def capacity(d: int, eps: float, delta: float = 0.005):
+    return capacity_report(d, eps, delta)
 
 
 @contextlib.contextmanager
@@ -52,8 +155,12 @@ def friendly_errors():
     try:
         yield
     except InputError as error:
-        st.error(str(error))
+        st.error(str(error), icon=":material/error:")
         st.stop()
     except torch.OutOfMemoryError:
-        st.error("Out of memory: lower N, choose a smaller model, or switch the device to cpu.")
+        st.error("Out of memory: lower N (sidebar), choose a smaller model, or switch the device to cpu.",
+                 icon=":material/memory:")
+        st.stop()
+    except MemoryError:
+        st.error("The machine ran out of memory: lower N or choose a smaller model.", icon=":material/memory:")
         st.stop()

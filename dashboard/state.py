@@ -1,4 +1,9 @@
-"""The sidebar: which model, checkpoint, corpus and device; mirrored in the URL query string."""
+"""The shared sidebar (model, checkpoint, text, N, seed, device), mirrored in the URL query string.
+
+Page controls (k, CCR depth, layer) are mirrored in the URL too, through :func:`url_int`, so a link
+reproduces a view. With ``RG_DEMO=1`` (live talks): a fixed model list, N up to 1024, uploads up to
+1 MB, no free-text paths or Hub ids.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +13,20 @@ from dataclasses import asdict, dataclass
 import streamlit as st
 
 from analysis.builtin import BUILTIN_NAME
+from analysis.corpus import corpus_from_bytes
+from analysis.errors import InputError
 from analysis.refs import KNOWN_MODELS
 
-SOURCES = ("Built-in default", "Known Hub model", "Hub id", "Local folder", "Checkpoint folder", "GGUF file")
 DEMO_MODE = os.environ.get("RG_DEMO", "") not in ("", "0", "false")
+SOURCES = ("Built-in default", "Known Hub model", "Hub id", "Local folder", "Checkpoint folder", "GGUF file")
+N_CHOICES = (128, 256, 512, 1024) if DEMO_MODE else (128, 256, 512, 1024, 2048, 4096)
+UPLOAD_LIMIT_MB = 1 if DEMO_MODE else 50
+DEVICES = ("auto", "cpu", "cuda")
 
 
 @dataclass(frozen=True)
 class ViewState:
-    """Everything that selects what the pages compute; serialisable to the URL and to JSON."""
+    """Everything the sidebar selects; serialisable to the URL and to JSON."""
 
     model: str = BUILTIN_NAME
     revision: str = ""
@@ -25,57 +35,63 @@ class ViewState:
     seed: int = 0
     device: str = "auto"
 
-    def as_query(self) -> dict[str, str]:
-        return {k: str(v) for k, v in asdict(self).items() if v != getattr(ViewState, k)}
+
+def _query_value(key: str, default):
+    raw = st.query_params.get(key)
+    if raw is None:
+        return default
+    try:
+        return type(default)(raw)
+    except ValueError:
+        st.warning(f"Ignoring the URL parameter {key}={raw!r}: it must be a {type(default).__name__}.")
+        return default
 
 
-def _from_query() -> ViewState:
-    query, defaults = st.query_params, ViewState()
-    values = {}
-    for key, default in asdict(defaults).items():
-        raw = query.get(key)
-        if raw is None:
-            continue
-        try:
-            values[key] = type(default)(raw)
-        except ValueError:
-            st.warning(f"Ignoring URL parameter {key}={raw!r}: not a {type(default).__name__}.")
-    return ViewState(**{**asdict(defaults), **values})
+def url_int(key: str, default: int) -> int:
+    """An integer page control's starting value from the URL."""
+    return int(_query_value(key, default))
 
 
-def sidebar() -> ViewState:
-    """Draw the shared sidebar and return the chosen state (also written back to the URL)."""
-    start = _from_query()
-    st.sidebar.header("Model")
-    source_index = 0 if start.model == BUILTIN_NAME else (1 if start.model in KNOWN_MODELS else 2)
+def remember(**values) -> None:
+    """Write page controls to the URL (defaults are written too, so links are explicit)."""
+    for key, value in values.items():
+        st.query_params[key] = str(value)
+
+
+def _source_of(model: str) -> str:
+    if model == BUILTIN_NAME:
+        return SOURCES[0]
+    if model in KNOWN_MODELS:
+        return SOURCES[1]
+    if model.endswith(".gguf"):
+        return "GGUF file"
+    return "Local folder" if model.startswith(("/", ".", "~")) else "Hub id"
+
+
+def _model_picker(start: ViewState) -> tuple[str, str]:
     sources = SOURCES[:2] if DEMO_MODE else SOURCES
-    source = st.sidebar.selectbox("Source", sources, index=min(source_index, len(sources) - 1))
+    wanted = _source_of(start.model)
+    source = st.sidebar.selectbox("Source", sources, index=sources.index(wanted) if wanted in sources else 0)
     if source == "Built-in default":
-        model = BUILTIN_NAME
-        st.sidebar.caption("SmolLM2-135M-Instruct (GGUF Q4_1, from PyPI; works offline)")
-    elif source == "Known Hub model":
+        st.sidebar.caption("SmolLM2-135M-Instruct (GGUF Q4_1 from PyPI; works offline)")
+        return BUILTIN_NAME, ""
+    if source == "Known Hub model":
         index = KNOWN_MODELS.index(start.model) if start.model in KNOWN_MODELS else 0
         model = st.sidebar.selectbox("Hub model", KNOWN_MODELS, index=index)
     else:
         hint = {"Hub id": "owner/name", "Local folder": "/path/to/save_pretrained/folder",
-                "Checkpoint folder": "/path/to/run (checkpoint-<step>/ inside)",
+                "Checkpoint folder": "/path/to/run  (checkpoint-<step>/ or step<N>/ inside)",
                 "GGUF file": "/path/to/model.gguf"}[source]
-        given = start.model if start.model != BUILTIN_NAME else ""
-        model = st.sidebar.text_input(source, value=given, placeholder=hint).strip() or BUILTIN_NAME
+        given = start.model if _source_of(start.model) == source or source == "Checkpoint folder" else ""
+        model = st.sidebar.text_input(source, value=given if given != BUILTIN_NAME else "", placeholder=hint)
+        model = model.strip()
+        if not model:
+            st.sidebar.info(f"Enter a {source.lower()} to analyse it.")
+            return BUILTIN_NAME, ""
     revision = ""
     if source in ("Known Hub model", "Hub id", "Checkpoint folder"):
         revision = _checkpoint_picker(model, start.revision)
-    st.sidebar.header("Text")
-    corpus = "builtin"
-    n_tokens = st.sidebar.select_slider("N token positions", [128, 256, 512, 1024, 2048],
-                                        value=start.n_tokens if start.n_tokens in (128, 256, 512, 1024, 2048)
-                                        else 512)
-    seed = int(st.sidebar.number_input("Seed", value=start.seed, step=1))
-    device = st.sidebar.selectbox("Device", ["auto", "cpu", "cuda"], index=["auto", "cpu", "cuda"].index(
-        start.device) if start.device in ("auto", "cpu", "cuda") else 0)
-    state = ViewState(model, revision, corpus, int(n_tokens), seed, device)
-    st.query_params.from_dict(state.as_query())
-    return state
+    return model, revision
 
 
 def _checkpoint_picker(model: str, current: str) -> str:
@@ -83,7 +99,65 @@ def _checkpoint_picker(model: str, current: str) -> str:
 
     steps = checkpoints(model)
     if not steps:
-        return st.sidebar.text_input("Revision (branch, tag or SHA)", value=current).strip()
+        return st.sidebar.text_input("Revision (branch, tag or commit SHA)", value=current).strip()
     labels = [c.revision for c in steps]
+    if current and current not in labels:
+        st.sidebar.warning(f"Checkpoint {current!r} is not in this model's list; showing the last one.")
     index = labels.index(current) if current in labels else len(labels) - 1
     return st.sidebar.select_slider("Checkpoint", labels, value=labels[index])
+
+
+def _corpus_picker(start: str) -> str:
+    options = ["Built-in (Python help topics)", "Upload a .txt or .jsonl"]
+    if not DEMO_MODE:
+        options += ["File path", "Hub dataset"]
+    index = 0 if start == "builtin" else (2 if not DEMO_MODE and not start.startswith(("upload:", "hf:")) else
+                                           3 if start.startswith("hf:") and not DEMO_MODE else 1)
+    choice = st.sidebar.selectbox("Text", options, index=index)
+    if choice == options[0]:
+        return "builtin"
+    if choice == "File path":
+        return st.sidebar.text_input("Text file (.txt or .jsonl)", value="" if start == "builtin" else start) \
+            or "builtin"
+    if choice == "Hub dataset":
+        return st.sidebar.text_input("hf:NAME[@CONFIG]:SPLIT:COLUMN", value=start if start.startswith("hf:") else
+                                     "hf:ag_news:test:text")
+    upload = st.sidebar.file_uploader(f"Text (up to {UPLOAD_LIMIT_MB} MB)", type=["txt", "jsonl"])
+    if upload is None:
+        return start if start.startswith("upload:") else "builtin"
+    try:
+        text = corpus_from_bytes(upload.getvalue(), upload.name,
+                                 "text" if upload.name.endswith(".jsonl") else None, UPLOAD_LIMIT_MB)
+    except InputError as error:
+        st.sidebar.error(str(error))
+        return "builtin"
+    key = f"upload:{text.sha256[:12]}"
+    st.session_state.setdefault("uploads", {})[key] = text
+    return key
+
+
+def sidebar() -> ViewState:
+    """Draw the shared sidebar and return the chosen state (also written back to the URL)."""
+    defaults = ViewState()
+    start = ViewState(**{k: _query_value(k, v) for k, v in asdict(defaults).items()})
+    if DEMO_MODE and start.model not in (BUILTIN_NAME, *KNOWN_MODELS):
+        start = ViewState()
+    st.sidebar.header("Model")
+    model, revision = _model_picker(start)
+    st.sidebar.header("Text")
+    corpus = _corpus_picker(start.corpus)
+    n_start = start.n_tokens if start.n_tokens in N_CHOICES else 512
+    n_tokens = st.sidebar.select_slider("N token positions", N_CHOICES, value=n_start,
+                                        help="z grows roughly like sqrt(N): compare z at equal N.")
+    seed = int(st.sidebar.number_input("Seed", value=start.seed, step=1, help="token sample and null draws"))
+    device = st.sidebar.selectbox("Device", DEVICES, index=DEVICES.index(start.device)
+                                  if start.device in DEVICES else 0)
+    state = ViewState(model, revision, corpus, int(n_tokens), seed, device)
+    for key, value in asdict(state).items():
+        if value != getattr(defaults, key):
+            st.query_params[key] = str(value)
+        elif key in st.query_params:
+            del st.query_params[key]
+    if DEMO_MODE:
+        st.sidebar.caption("Demo mode: fixed models, N <= 1024, uploads <= 1 MB.")
+    return state

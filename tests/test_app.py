@@ -1,0 +1,71 @@
+"""The dashboard through Streamlit's AppTest: every page, a tiny model and the built-in one."""
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+PAGES = ["pages/triage.py", "pages/readout.py", "pages/capacity.py"]
+
+
+def run_page(page: str, **query) -> AppTest:
+    app = AppTest.from_file(APP, default_timeout=600)
+    for key, value in query.items():
+        app.query_params[key] = str(value)
+    app.switch_page(page)
+    return app.run()
+
+
+def charts(app: AppTest) -> list[dict]:
+    return [json.loads(element.proto.spec) for element in app.get("plotly_chart")]
+
+
+def decode(values) -> list[float]:
+    """Plotly's JSON arrays, plain or base64 ("bdata" with a dtype)."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
+    return list(values)
+
+
+def z_values(app: AppTest) -> list[float]:
+    return decode(charts(app)[0]["data"][0]["y"])
+
+
+@pytest.mark.parametrize("page, n_charts", [("pages/triage.py", 1), ("pages/readout.py", 6),
+                                            ("pages/capacity.py", 4)])
+def test_every_page_on_a_tiny_untied_model(tiny_models, page, n_charts):
+    app = run_page(page, model=tiny_models[("gpt_neox", False)], n_tokens=128)
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    assert len(charts(app)) >= n_charts
+
+
+def test_moving_k_changes_the_plotted_z(tiny_models):
+    app = run_page("pages/readout.py", model=tiny_models[("llama", True)], n_tokens=128)
+    before = z_values(app)
+    assert len(before) == 4  # embeddings + 3 blocks
+    slider = next(s for s in app.slider if s.label.startswith("k "))
+    slider.set_value(4).run()
+    assert not app.exception
+    after = z_values(app)
+    assert after != before and app.query_params["k"] == "4"
+
+
+def test_bad_inputs_are_messages_not_tracebacks(tiny_models, tmp_path):
+    app = run_page("pages/triage.py", model="./no/such/model")
+    assert not app.exception and "no such file or folder" in app.error[0].value
+    app = run_page("pages/readout.py", model=tiny_models[("gpt2", False)], n_tokens=4096)
+    assert not app.exception and "corpus allows at most" in app.error[0].value or not app.error
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_on_the_builtin_model(page):
+    app = run_page(page, n_tokens=128)
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    assert charts(app)
