@@ -58,8 +58,14 @@ def test_moving_k_changes_the_plotted_z(tiny_models):
 def test_bad_inputs_are_messages_not_tracebacks(tiny_models, tmp_path):
     app = run_page("pages/triage.py", model="./no/such/model")
     assert not app.exception and "no such file or folder" in app.error[0].value
-    app = run_page("pages/readout.py", model=tiny_models[("gpt2", False)], n_tokens=4096)
-    assert not app.exception and "corpus allows at most" in app.error[0].value or not app.error
+    short = tmp_path / "short.txt"
+    short.write_text("A few words of text, far too few for the sample. " * 20)
+    app = run_page("pages/readout.py", model=tiny_models[("gpt2", False)], corpus=short, n_tokens=512)
+    assert not app.exception and "corpus allows at most" in app.error[0].value
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n")
+    app = run_page("pages/triage.py", model=tiny_models[("gpt2", False)], corpus=empty)
+    assert not app.exception and "is empty" in app.error[0].value
 
 
 @pytest.mark.slow
