@@ -6,7 +6,16 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analysis.capacity import CLASS1_ABOVE, CLASS2_BELOW, FITTED_K, FORMULAS, FULL, capacity, capacity_curves
+from analysis.capacity import (
+    CLASS1_ABOVE,
+    CLASS2_BELOW,
+    FITTED_K,
+    FORMULAS,
+    FULL,
+    capacity,
+    capacity_curves,
+    epsilon_curves,
+)
 from analysis.epsilon import CosineStats, Histogram
 from analysis.pga import LayerPGA
 
@@ -169,3 +178,27 @@ def packing_figure(cells: list, fits: dict | None = None) -> go.Figure:
     fig.update_xaxes(type="log", title="k (vectors)")
     fig.update_yaxes(title="eps* (max |cos|)")
     return _layout(fig, "Packing simulations and the fully parameterised form")
+
+
+def readout_spectrum(singular_values: np.ndarray, k: int) -> go.Figure:
+    """Singular values of W_U by rank (log y), with the readout cut at k."""
+    ranks = np.arange(1, len(singular_values) + 1)
+    fig = go.Figure(go.Scatter(x=ranks, y=singular_values, mode="lines", name="singular value"))
+    fig.add_vline(x=k, line_color="#d62728", annotation_text=f"k = {k}")
+    fig.update_yaxes(type="log", title="singular value of W_U")
+    fig.update_xaxes(title="rank")
+    return _layout(fig, "Unembedding spectrum: V_k spans the top k right singular vectors", height=300)
+
+
+def epsilon_by_dimension(k: float, d: int, eps: float) -> go.Figure:
+    """epsilon needed to hold k directions against d under each formula, with the model's point."""
+    curves = epsilon_curves(k)
+    fig = go.Figure()
+    for colour, name in zip(PALETTE, FORMULAS, strict=False):
+        fig.add_trace(go.Scatter(x=curves["d"], y=curves[name], mode="lines", name=FORMULA_LABELS[name],
+                                 line=dict(color=colour)))
+    fig.add_trace(go.Scatter(x=[d], y=[eps], mode="markers", name="this model",
+                             marker=dict(size=12, symbol="star", color="black")))
+    fig.update_xaxes(type="log", title="d (dimensions)")
+    fig.update_yaxes(title="epsilon")
+    return _layout(fig, f"epsilon needed for k = {k:,.0f} directions against d")

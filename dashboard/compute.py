@@ -127,6 +127,11 @@ def pga(view: ViewState, loaded: LoadedModel, k: int, ccr: int, layers: list[int
         bar.done()
 
 
+def readout(loaded: LoadedModel):
+    """The readout basis and the singular values of W_U (disk-cached per model)."""
+    return model_readout(loaded)
+
+
 def geometry(view: ViewState, which: str, sample_pairs: int | None = None) -> MatrixGeometry:
     ref = resolved(view.model, view.revision)
     bar = _Bar(f"Cosine histogram of the {which}")

@@ -8,7 +8,7 @@ reproduces a view. With ``RG_DEMO=1`` (live talks): a fixed model list, N up to 
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import streamlit as st
 
@@ -17,11 +17,21 @@ from analysis.corpus import corpus_from_bytes
 from analysis.errors import InputError
 from analysis.refs import KNOWN_MODELS
 
-DEMO_MODE = os.environ.get("RG_DEMO", "") not in ("", "0", "false")
 SOURCES = ("Built-in default", "Known Hub model", "Hub id", "Local folder", "Checkpoint folder", "GGUF file")
-N_CHOICES = (128, 256, 512, 1024) if DEMO_MODE else (128, 256, 512, 1024, 2048, 4096)
-UPLOAD_LIMIT_MB = 1 if DEMO_MODE else 50
 DEVICES = ("auto", "cpu", "cuda")
+
+
+def demo_mode() -> bool:
+    """``RG_DEMO`` set (read on every run, so a test or a restart can switch it)."""
+    return os.environ.get("RG_DEMO", "") not in ("", "0", "false")
+
+
+def n_choices() -> tuple[int, ...]:
+    return (128, 256, 512, 1024) if demo_mode() else (128, 256, 512, 1024, 2048, 4096)
+
+
+def upload_limit_mb() -> int:
+    return 1 if demo_mode() else 50
 
 
 @dataclass(frozen=True)
@@ -69,7 +79,7 @@ def _source_of(model: str) -> str:
 
 
 def _model_picker(start: ViewState) -> tuple[str, str]:
-    sources = SOURCES[:2] if DEMO_MODE else SOURCES
+    sources = SOURCES[:2] if demo_mode() else SOURCES
     wanted = _source_of(start.model)
     source = st.sidebar.selectbox("Source", sources, index=sources.index(wanted) if wanted in sources else 0)
     if source == "Built-in default":
@@ -109,10 +119,14 @@ def _checkpoint_picker(model: str, current: str) -> str:
 
 def _corpus_picker(start: str) -> str:
     options = ["Built-in (Python help topics)", "Upload a .txt or .jsonl"]
-    if not DEMO_MODE:
+    if not demo_mode():
         options += ["File path", "Hub dataset"]
-    index = 0 if start == "builtin" else (2 if not DEMO_MODE and not start.startswith(("upload:", "hf:")) else
-                                           3 if start.startswith("hf:") and not DEMO_MODE else 1)
+    if start == "builtin":
+        index = 0
+    elif start.startswith("upload:") or demo_mode():
+        index = 1
+    else:
+        index = 3 if start.startswith("hf:") else 2
     choice = st.sidebar.selectbox("Text", options, index=index)
     if choice == options[0]:
         return "builtin"
@@ -122,12 +136,12 @@ def _corpus_picker(start: str) -> str:
     if choice == "Hub dataset":
         return st.sidebar.text_input("hf:NAME[@CONFIG]:SPLIT:COLUMN", value=start if start.startswith("hf:") else
                                      "hf:ag_news:test:text")
-    upload = st.sidebar.file_uploader(f"Text (up to {UPLOAD_LIMIT_MB} MB)", type=["txt", "jsonl"])
+    upload = st.sidebar.file_uploader(f"Text (up to {upload_limit_mb()} MB)", type=["txt", "jsonl"])
     if upload is None:
         return start if start.startswith("upload:") else "builtin"
     try:
         text = corpus_from_bytes(upload.getvalue(), upload.name,
-                                 "text" if upload.name.endswith(".jsonl") else None, UPLOAD_LIMIT_MB)
+                                 "text" if upload.name.endswith(".jsonl") else None, upload_limit_mb())
     except InputError as error:
         st.sidebar.error(str(error))
         return "builtin"
@@ -136,18 +150,37 @@ def _corpus_picker(start: str) -> str:
     return key
 
 
+def _route_through_app() -> None:
+    """Make sure ``app.py``'s ``st.navigation`` routes this run.
+
+    A folder named ``pages/`` beside the main script makes Streamlit start in its older router, which
+    runs a requested page (``/readout``) directly, without ``app.py``, until some run calls
+    ``st.navigation``. The first such run switches the router over and reruns, so the page is
+    served through the frame with its titles and icons.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def sidebar() -> ViewState:
     """Draw the shared sidebar and return the chosen state (also written back to the URL)."""
+    _route_through_app()
     defaults = ViewState()
     start = ViewState(**{k: _query_value(k, v) for k, v in asdict(defaults).items()})
-    if DEMO_MODE and start.model not in (BUILTIN_NAME, *KNOWN_MODELS):
-        start = ViewState()
+    if demo_mode() and start.model not in (BUILTIN_NAME, *KNOWN_MODELS):
+        start = replace(start, model=BUILTIN_NAME, revision="")
+    if demo_mode() and not start.corpus.startswith(("builtin", "upload:")):
+        start = replace(start, corpus="builtin")
     st.sidebar.header("Model")
     model, revision = _model_picker(start)
     st.sidebar.header("Text")
     corpus = _corpus_picker(start.corpus)
-    n_start = start.n_tokens if start.n_tokens in N_CHOICES else 512
-    n_tokens = st.sidebar.select_slider("N token positions", N_CHOICES, value=n_start,
+    choices = n_choices()
+    n_start = start.n_tokens if start.n_tokens in choices else 512
+    n_tokens = st.sidebar.select_slider("N token positions", choices, value=n_start,
                                         help="z grows roughly like sqrt(N): compare z at equal N.")
     seed = int(st.sidebar.number_input("Seed", value=start.seed, step=1, help="token sample and null draws"))
     device = st.sidebar.selectbox("Device", DEVICES, index=DEVICES.index(start.device)
@@ -158,6 +191,6 @@ def sidebar() -> ViewState:
             st.query_params[key] = str(value)
         elif key in st.query_params:
             del st.query_params[key]
-    if DEMO_MODE:
+    if demo_mode():
         st.sidebar.caption("Demo mode: fixed models, N <= 1024, uploads <= 1 MB.")
     return state

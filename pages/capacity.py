@@ -8,7 +8,7 @@ from analysis.capacity import CLASS_NOTES, FORMULAS
 from analysis.packing import fit_formulas, optimized_packing, random_packing
 from dashboard import compute
 from dashboard.export import chart, view_state_button
-from dashboard.state import DEMO_MODE, sidebar
+from dashboard.state import demo_mode, sidebar
 
 view = sidebar()
 st.title("Embedding geometry & capacity")
@@ -51,6 +51,12 @@ curve = figures.capacity_figure(stats.d, stats.epsilon)
 curve_table = pd.DataFrame({"eps": curve.data[-2].x} | {name: trace.y for name, trace in
                                                          zip(FORMULAS, curve.data[:-1], strict=False)})
 chart(curve, curve_table, "capacity-curves")
+k_target = st.select_slider("k for the epsilon-against-d view", [2000, 4000, 8000, 16000, 32000, stats.n_rows],
+                            value=stats.n_rows, format_func=lambda k: f"{k:,}" + (" (vocabulary)" if k == stats.n_rows
+                                                                                 else ""))
+by_d = figures.epsilon_by_dimension(k_target, stats.d, stats.epsilon)
+chart(by_d, pd.DataFrame({"d": by_d.data[0].x} | {name: trace.y for name, trace in
+                                                  zip(FORMULAS, by_d.data[:-1], strict=False)}), "epsilon-by-d")
 
 if not embedding.tied_embeddings:
     st.subheader("Unembedding (untied model)")
@@ -71,8 +77,8 @@ lab = st.columns(5)
 ds = lab[0].multiselect("d", [16, 32, 64, 128, 256], default=[32, 64])
 ks = lab[1].multiselect("k", [200, 500, 1000, 2000, 4000], default=[500, 1000])
 method = lab[2].radio("Method", ["random", "optimized"], horizontal=True)
-trials = lab[3].number_input("Trials (random)", 1, 100 if DEMO_MODE else 1000, 20)
-steps = lab[4].number_input("Steps (optimised)", 10, 1000 if DEMO_MODE else 5000, 300)
+trials = lab[3].number_input("Trials (random)", 1, 100 if demo_mode() else 1000, 20)
+steps = lab[4].number_input("Steps (optimised)", 10, 1000 if demo_mode() else 5000, 300)
 if st.button("Run the cells", type="primary") and ds and ks:
     bar = st.progress(0.0, text="packing")
     cells = []

@@ -19,7 +19,8 @@ controls = st.columns([2, 2, 3])
 k = controls[0].slider("k (readout dimensions)", 1, d, min(max(url_int("k", min(100, d)), 1), d))
 ccr = controls[1].select_slider("CCR depth (components removed)", list(range(0, 11)),
                                 value=min(max(url_int("ccr", 1), 0), 10))
-overlay = controls[2].multiselect("Overlay CCR depths", [0, 1, 5, 10], default=[1, 5, 10])
+overlay = controls[2].multiselect("Overlay CCR depths", [0, 1, 5, 10], default=[],
+                                  help="e.g. 1, 5, 10: one more full sweep per depth (cached once computed).")
 remember(k=k, ccr=ccr)
 
 with compute.friendly_errors():
@@ -62,4 +63,8 @@ chart(figures.spectral_small_multiples(results), spectral, "spectral",
       "On the CCR-corrected states. RankMe: exp(entropy of normalised singular values); alpha-ReQ: power-law "
       "decay of eigenvalues fitted over ranks 1-100; isotropy: IsoScore (0 = one direction, 1 = all d equal); "
       "condition number: largest / smallest singular value above 1e-5 of the largest.")
+with compute.friendly_errors():
+    basis = compute.readout(loaded)
+chart(figures.readout_spectrum(basis.singular_values, k),
+      pd.DataFrame({"rank": range(1, basis.d + 1), "singular_value": basis.singular_values}), "readout-spectrum")
 view_state_button(view, k=k, ccr=ccr, layer=layer)

@@ -38,23 +38,23 @@ with compute.friendly_errors():
 n = results[0].n_tokens
 st.markdown(f"#### Verdict (k = {k}, CCR-1, N = {n}, R = 100, seed {view.seed})")
 cols = st.columns(4)
-cols[0].metric("Peak z", f"{summary.peak.z:.1f}", f"layer {summary.peak.layer}", delta_color="off")
-cols[1].metric("Lowest z", f"{summary.lowest.z:.1f}", f"layer {summary.lowest.layer}", delta_color="off")
+cols[0].metric(f"Peak z (layer {summary.peak.layer})", f"{summary.peak.z:.1f}")
+cols[1].metric(f"Lowest z (layer {summary.lowest.layer})", f"{summary.lowest.z:.1f}")
 regime_text = {"detour": "detour: late layers collapse below the null band",
                "direct": "direct: late layers stay aligned", "mixed": "mixed: late layers inside the band"}
-cols[2].metric("Regime", summary.regime, regime_text[summary.regime], delta_color="off")
+cols[2].metric("Regime", summary.regime, regime_text[summary.regime], delta_color="off", delta_arrow="off")
 if summary.worst_late_deeper_ccr is not None:
     cols[3].metric(f"CCR-5 at layer {summary.worst_late.layer}", f"{summary.worst_late_deeper_ccr.z:.1f}",
                    f"{summary.worst_late_deeper_ccr.z - summary.worst_late.z:+.1f} vs CCR-1")
 report = summary.capacity
 cols = st.columns(4)
 cols[0].metric("epsilon (embedding)", f"{stats.epsilon:.4f}", f"mu {stats.mu:.3f}, sigma {stats.sigma:.3f}",
-               delta_color="off")
+               delta_color="off", delta_arrow="off")
 cols[1].metric("Class", report.model_class)
 capacity_text = "indeterminate" if report.model_class == "Class 1" else f"{report.capacity['full']:.3g}"
 cols[2].metric("Capacity (full form)", capacity_text,
                "extrapolated" if report.extrapolated and report.model_class != "Class 1" else None,
-               delta_color="off")
+               delta_color="off", delta_arrow="off")
 cols[3].metric("Capacity (JL, C = 3.03)", "indeterminate" if report.model_class == "Class 1"
                else f"{report.capacity['jl_fitted']:.3g}")
 st.caption(CLASS_NOTES[report.model_class])

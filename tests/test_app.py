@@ -53,6 +53,9 @@ def test_moving_k_changes_the_plotted_z(tiny_models):
     assert not app.exception
     after = z_values(app)
     assert after != before and app.query_params["k"] == "4"
+    app.multiselect[0].set_value([1, 5]).run()
+    overlay = next(c for c in charts(app) if "several CCR" in c["layout"]["title"]["text"])
+    assert [trace["name"] for trace in overlay["data"]] == ["CCR-1", "CCR-5"]
 
 
 def test_bad_inputs_are_messages_not_tracebacks(tiny_models, tmp_path):
@@ -75,3 +78,16 @@ def test_every_page_on_the_builtin_model(page):
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
     assert charts(app)
+
+
+@pytest.mark.slow  # runs the built-in model (shares its cache with the tests below)
+def test_demo_mode_fixes_models_and_limits(tiny_models, monkeypatch):
+    monkeypatch.setenv("RG_DEMO", "1")
+    app = run_page("pages/triage.py", model=tiny_models[("gpt_neox", False)], n_tokens=128, corpus="/etc/hosts")
+    assert not app.exception
+    assert app.sidebar.selectbox[0].options == ["Built-in default", "Known Hub model"]
+    assert app.sidebar.selectbox[0].value == "Built-in default"  # a free path is not allowed in demo mode
+    assert app.sidebar.selectbox[1].options == ["Built-in (Python help topics)", "Upload a .txt or .jsonl"]
+    n_slider = next(s for s in app.sidebar.select_slider if s.label.startswith("N token"))
+    assert max(int(o) for o in n_slider.options) == 1024 and n_slider.value == 128
+    assert "Demo mode" in app.sidebar.caption[-1].value

@@ -104,7 +104,7 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
     from selenium.webdriver.common.keys import Keys
 
     model = os.environ.get("RG_BROWSER_MODEL") or str(tiny_models[("gpt_neox", False)])
-    query = urlencode({"model": model, "n_tokens": 128})
+    query = urlencode({"model": model, "n_tokens": os.environ.get("RG_BROWSER_N", "128")})
     browser.get(f"{server}/readout?{query}")
     wait_until_finished(browser)
     assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid=stException]")

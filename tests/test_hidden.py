@@ -88,3 +88,10 @@ def test_bad_device_and_dtype(neox_folder):
     if not torch.cuda.is_available():
         with pytest.raises(InputError, match="no CUDA GPU"):
             load(ref, device="cuda")
+
+
+def test_a_gguf_transformers_cannot_read_is_named(tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\x00" * 64)
+    with pytest.raises(InputError, match="cannot load the GGUF file"):
+        load(resolve(str(bad)), device="cpu")
