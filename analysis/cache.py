@@ -130,13 +130,6 @@ class ResultCache:
             provenance = self.put(namespace, version, spec, value, time.perf_counter() - start)
         return Entry(value, provenance, computed=True)
 
-    def __contains__(self, key: str) -> bool:
-        return key in self._store
-
-    def clear(self) -> None:
-        """Delete every entry."""
-        self._store.clear()
-
 
 @functools.lru_cache(maxsize=4)
 def _cache_at(directory: str) -> ResultCache:

@@ -127,7 +127,7 @@ def paired_cosine_figure(histogram: Histogram) -> go.Figure:
 def capacity_figure(d: int, eps: float) -> go.Figure:
     """Capacity against epsilon at this d under each formula (log y), the model's point, the class
     zones, and the epsilon range where the full form leaves its fitted k range shaded."""
-    curves = capacity_curves(d)
+    curves = capacity_curves(d, np.linspace(0.01, min(1.0, max(0.3, 1.15 * eps)), 300))
     grid = curves["eps"]
     fig = go.Figure()
     outside = (curves["full"] < FITTED_K[0]) | (curves["full"] > FITTED_K[1])

@@ -23,10 +23,8 @@ from pathlib import Path
 from analysis import builtin
 from analysis.errors import InputError
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 STEP_DIR = re.compile(r"^(?:checkpoint-|step)(\d+)$")
-HUB_TIMEOUT_S = 10.0
 
 # Pythia's published training checkpoints: step0, 1, 2, 4, ..., 512, then every 1000 to 143000.
 PYTHIA_STEPS = (0, *(2**i for i in range(10)), *range(1000, 143001, 1000))

@@ -42,11 +42,11 @@ st.info(CLASS_NOTES[report.model_class] + (" The full-form number extrapolates b
                                            "(k in [2000, 32000], d <= 4096)." if report.extrapolated else ""))
 
 sensitivity = pd.DataFrame([{"formula": figures.FORMULA_LABELS[name],
-                             f"eps - {report.delta}": report.at_minus[name], "eps": report.capacity[name],
-                             f"eps + {report.delta}": report.at_plus[name]} for name in FORMULAS])
+                             f"eps - {report.delta}": f"{report.at_minus[name]:.3g}",
+                             f"eps = {stats.epsilon:.4f}": f"{report.capacity[name]:.3g}",
+                             f"eps + {report.delta}": f"{report.at_plus[name]:.3g}"} for name in FORMULAS])
 st.markdown("**Sensitivity**: capacity is exponential in epsilon squared; compare models, not counts.")
-st.dataframe(sensitivity.style.format(precision=3, formatter={c: "{:.3g}" for c in sensitivity.columns[1:]}),
-             hide_index=True)
+st.dataframe(sensitivity, hide_index=True)
 curve = figures.capacity_figure(stats.d, stats.epsilon)
 curve_table = pd.DataFrame({"eps": curve.data[-2].x} | {name: trace.y for name, trace in
                                                          zip(FORMULAS, curve.data[:-1], strict=False)})
