@@ -82,6 +82,47 @@ def build_parser() -> argparse.ArgumentParser:
     packing.add_argument("--device", default="auto")
     packing.add_argument("--fit", action="store_true", help="fit the JL, adjusted and full forms to the cells")
     packing.add_argument("--json", type=Path, help="output file (default: stdout)")
+
+    checkpoints = commands.add_parser("checkpoints", help="a model's training checkpoints")
+    checkpoints.add_argument("model")
+    checkpoints.add_argument("--json", action="store_true")
+
+    sweep = commands.add_parser("training-sweep", help="PGA and loss per checkpoint (each cached; resumable)")
+    _model_args(sweep, default_model=False)
+    _run_args(sweep)
+    sweep.add_argument("--revisions", default="all", help="all | comma-separated checkpoints")
+    sweep.add_argument("--k", default="100")
+    sweep.add_argument("--ccr", default="1")
+    sweep.add_argument("--n-null", type=int, default=100)
+    sweep.add_argument("--json", type=Path, default=Path("-"), help="output file (default: stdout)")
+
+    demo = commands.add_parser("train-demo", help="train small GPT-NeoX models offline, saving checkpoints")
+    demo.add_argument("--out", type=Path, default=Path("cache/train-demo"))
+    demo.add_argument("--widths", default="64,128")
+    demo.add_argument("--steps", type=int, default=512)
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--json", action="store_true")
+
+    converge = commands.add_parser("convergence", help="do two models arrange the same texts alike?")
+    converge.add_argument("model_a")
+    converge.add_argument("model_b")
+    converge.add_argument("--revision-a")
+    converge.add_argument("--revision-b")
+    converge.add_argument("--corpus", default="builtin")
+    converge.add_argument("--units", type=int, default=200, help="text passages (~400 characters) to compare")
+    converge.add_argument("--k", type=int, default=100)
+    converge.add_argument("--n-null", type=int, default=20)
+    converge.add_argument("--seed", type=int, default=0)
+    converge.add_argument("--device", default="auto")
+    converge.add_argument("--json", type=Path, default=Path("-"))
+
+    probe = commands.add_parser("probe", help="linear probe accuracy per layer")
+    _model_args(probe)
+    probe.add_argument("--data", default="builtin", help="builtin | FILE.csv | FILE.jsonl (text,label columns)")
+    probe.add_argument("--seed", type=int, default=0)
+    probe.add_argument("--device", default="auto")
+    probe.add_argument("--dtype", default="auto")
+    probe.add_argument("--json", type=Path, default=Path("-"))
     return parser
 
 

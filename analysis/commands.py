@@ -180,5 +180,98 @@ def packing(args: argparse.Namespace) -> int:
     return 0
 
 
+def checkpoints(args: argparse.Namespace) -> int:
+    from analysis.refs import list_checkpoints
+
+    found = [{"step": c.step, "revision": c.revision} for c in list_checkpoints(args.model)]
+    if args.json:
+        emit_json({"model": args.model, "checkpoints": found}, None)
+    else:
+        print("\n".join(c["revision"] for c in found) or f"{args.model}: no checkpoints found")
+    return 0
+
+
+def training_sweep(args: argparse.Namespace) -> int:
+    from analysis.cli import int_list
+    from analysis.pga import PGASettings
+    from analysis.refs import list_checkpoints
+    from analysis.series import training_sweep as sweep
+
+    revisions = ([c.revision for c in list_checkpoints(args.model)] if args.revisions == "all"
+                 else [r.strip() for r in args.revisions.split(",") if r.strip()])
+    settings = PGASettings(ks=int_list(args.k, "k"), ccrs=int_list(args.ccr, "ccr"), n_null=args.n_null,
+                           seed=args.seed)
+    results = sweep(args.model, revisions, corpus_from(args), sampling_from(args), settings, args.device,
+                    TqdmProgress())
+    emit_json({"model": args.model, "settings": settings.spec, "checkpoints": [
+        {"step": r.step, "revision": r.revision, "identity": r.identity, "fingerprint": r.fingerprint,
+         "duplicate_of": r.duplicate_of, "loss": r.loss, "seconds": r.seconds,
+         "layers": [{"k": x.k, "ccr": x.ccr, **x.to_json()} for x in r.layers]} for r in results]}, args.json)
+    return 0
+
+
+def train_demo(args: argparse.Namespace) -> int:
+    from analysis.cli import int_list
+    from analysis.train_demo import DemoSettings
+    from analysis.train_demo import train_demo as train
+
+    settings = DemoSettings(widths=int_list(args.widths, "widths"), steps=args.steps, seed=args.seed)
+    summary = train(args.out, settings, TqdmProgress())
+    payload = {"out": str(args.out), "checkpoint_steps": settings.checkpoint_steps,
+               "models": {str(w): {"folder": v["folder"], "final_train_loss": v["train_loss"][-1]}
+                          for w, v in summary.items()}}
+    if args.json:
+        emit_json(payload, None)
+    else:
+        for width, model in payload["models"].items():
+            print(f"width {width}: {model['folder']} (final training loss {model['final_train_loss']:.3f})")
+    return 0
+
+
+def convergence(args: argparse.Namespace) -> int:
+    from analysis.convergence import convergence as converge
+    from analysis.corpus import load_corpus
+    from analysis.loading import load
+    from analysis.pipeline import model_pooled, model_readout
+    from analysis.pooling import text_chunks
+    from analysis.refs import resolve
+
+    texts = text_chunks(load_corpus(args.corpus).text, args.units)
+    progress, pooled, bases, identities = TqdmProgress(), [], [], []
+    for name, revision in ((args.model_a, args.revision_a), (args.model_b, args.revision_b)):
+        loaded = load(resolve(name, revision), args.device, progress=progress)
+        pooled.append(model_pooled(loaded, texts, progress=progress))
+        bases.append(model_readout(loaded))
+        identities.append(loaded.ref.identity)
+        del loaded
+    results = converge(pooled[0], pooled[1], bases[0], bases[1], args.k, args.n_null, args.seed)
+    emit_json({"model_a": args.model_a, "model_b": args.model_b, "identities": identities, "units": len(texts),
+               "k": min(args.k, pooled[0].shape[2], pooled[1].shape[2]), "n_null": args.n_null,
+               "pairs": [{"layer_a": r.layer_a, "layer_b": r.layer_b, "full": r.full, "readout": r.readout,
+                          "null_mean": r.null_mean, "null_std": r.null_std} for r in results]}, args.json)
+    return 0
+
+
+def probe(args: argparse.Namespace) -> int:
+    from analysis.pipeline import model_pooled
+    from analysis.probes import builtin_task, labelled_from_bytes, probe_layers
+
+    if args.data == "builtin":
+        data = builtin_task()
+    else:
+        path = Path(args.data)
+        from analysis.errors import require
+
+        require(path.is_file(), f"--data {args.data!r} is not a file; give builtin, a .csv or a .jsonl file.")
+        data = labelled_from_bytes(path.read_bytes(), path.name)
+    loaded = load_model(args, TqdmProgress())
+    result = probe_layers(model_pooled(loaded, data.texts, progress=TqdmProgress()), data.labels, seed=args.seed)
+    emit_json({"model": args.model, "identity": loaded.ref.identity, "data": data.name, "classes": result.classes,
+               "n_train": result.n_train, "n_test": result.n_test, "baseline": result.baseline,
+               "accuracy": result.accuracy.tolist()}, args.json)
+    return 0
+
+
 COMMANDS = {"model-info": model_info, "hidden-states": hidden_states, "pga": pga, "capacity": capacity,
-            "packing": packing}
+            "packing": packing, "checkpoints": checkpoints, "training-sweep": training_sweep,
+            "train-demo": train_demo, "convergence": convergence, "probe": probe}

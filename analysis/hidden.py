@@ -8,6 +8,7 @@ Only the transformer body runs (``model.base_model``): the LM head is skipped.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ from analysis.loading import LoadedModel
 from analysis.progress import Progress, report
 
 HIDDEN_VERSION = 1
-TOKENS_VERSION = 1
+TOKENS_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -92,14 +93,24 @@ def _check_finite(states: np.ndarray) -> None:
                          "try float32 (dtype) or another checkpoint.")
 
 
+def tokenizer_fingerprint(tokenizer) -> str:
+    """SHA-256 of the tokenizer's full definition: checkpoints sharing a tokenizer share its cache."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else repr(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha256(f"{text}|{bos_token(tokenizer)}".encode()).hexdigest()
+
+
+def tokenised_corpus(loaded: LoadedModel, corpus: Corpus, cache: ResultCache | None = None) -> np.ndarray:
+    """``[T]`` token ids of the whole corpus, cached per (tokenizer definition, text)."""
+    cache = cache or default_cache()
+    spec = {"tokenizer": tokenizer_fingerprint(loaded.tokenizer), "corpus": corpus.spec}
+    return cache.get_or_compute("tokens", TOKENS_VERSION, spec, lambda: tokenize(loaded.tokenizer, corpus)).value
+
+
 def token_sample(loaded: LoadedModel, corpus: Corpus, sampling: Sampling,
                  cache: ResultCache | None = None) -> TokenSample:
-    """The tokenised corpus (cached per tokenizer and text) and the seeded sample of positions."""
-    cache = cache or default_cache()
-    spec = {"tokenizer": loaded.ref.identity, "corpus": corpus.spec}
-    ids = cache.get_or_compute("tokens", TOKENS_VERSION, spec,
-                               lambda: tokenize(loaded.tokenizer, corpus)).value
-    return sample_positions(ids, sampling, bos_token(loaded.tokenizer))
+    """The tokenised corpus and the seeded sample of positions."""
+    return sample_positions(tokenised_corpus(loaded, corpus, cache), sampling, bos_token(loaded.tokenizer))
 
 
 def hidden_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, batch_size: int = 8,

@@ -97,3 +97,18 @@ def fetch_file(repo_id: str, sha: str, filename: str) -> Path:
     from huggingface_hub import hf_hub_download
 
     return Path(hf_hub_download(repo_id, filename, revision=sha, local_files_only=constants.HF_HUB_OFFLINE))
+
+
+def published_weight_hashes(repo_id: str, sha: str) -> str | None:
+    """SHA-256 over the weight files' hashes the Hub publishes for a commit; None when unreachable."""
+    import hashlib
+
+    if constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        info = HfApi().model_info(repo_id, revision=sha, files_metadata=True, timeout=TIMEOUT_S)
+    except Exception:
+        return None
+    files = sorted((s.rfilename, s.lfs.sha256) for s in info.siblings or []
+                   if s.lfs is not None and s.rfilename.endswith((".safetensors", ".bin")))
+    return hashlib.sha256(repr(files).encode()).hexdigest() if files else None

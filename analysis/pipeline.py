@@ -10,6 +10,7 @@ settings. PGA results are cached per (layer, k, CCR depth): moving a slider comp
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -141,3 +142,18 @@ def embedding_unembedding_cosines(ref: ModelRef, bins: int = 300, cache: ResultC
 
     return cache.get_or_compute("paired-cosines", GEOMETRY_VERSION, {"model": ref.spec, "bins": bins},
                                 compute).value
+
+
+POOLED_VERSION = 1
+
+
+def model_pooled(loaded: LoadedModel, texts: list[str], max_tokens: int = 64, progress: Progress | None = None,
+                 cache: ResultCache | None = None) -> np.ndarray:
+    """``[n_layers + 1, len(texts), d]`` mean-pooled states of the texts; cached by model and texts."""
+    from analysis.pooling import pooled_states
+
+    cache = cache or default_cache()
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+    spec = {"model": loaded.spec, "texts": digest, "n_texts": len(texts), "max_tokens": max_tokens}
+    return cache.get_or_compute("pooled", POOLED_VERSION, spec,
+                                lambda: pooled_states(loaded, texts, max_tokens, progress=progress)).value

@@ -116,13 +116,13 @@ def _resolve_local(name: str, path: Path, revision: str | None, allow_pickle: bo
             raise InputError(f"Model file {name!r} is not a .gguf file; give a .gguf file or a folder.")
         if revision:
             raise InputError(f"A GGUF file has no revisions; got revision {revision!r} for {name!r}.")
-        return ModelRef(name, "gguf", None, "sha256:" + _hash_files([path]), path.parent, path.name)
+        return ModelRef(name, "gguf", None, "sha256:" + hash_files([path]), path.parent, path.name)
     checkpoints = list_local_checkpoints(path)
     if checkpoints:
         chosen = _pick_checkpoint(name, checkpoints, revision)
         folder = path / chosen.revision
         weights = weight_files(folder, allow_pickle, name=f"{name}/{chosen.revision}")
-        identity = "sha256:" + _hash_files(weights + _configs(folder))
+        identity = "sha256:" + hash_files(weights + _configs(folder))
         return ModelRef(name, "checkpoint", chosen.revision, identity, folder, None, chosen.step)
     if revision:
         raise InputError(
@@ -130,7 +130,7 @@ def _resolve_local(name: str, path: Path, revision: str | None, allow_pickle: bo
             f"{revision!r} cannot be chosen; leave the revision empty."
         )
     weights = weight_files(path, allow_pickle, name=name)
-    return ModelRef(name, "local", None, "sha256:" + _hash_files(weights + _configs(path)), path)
+    return ModelRef(name, "local", None, "sha256:" + hash_files(weights + _configs(path)), path)
 
 
 def weight_files(folder: Path, allow_pickle: bool, name: str) -> list[Path]:
@@ -196,7 +196,7 @@ def _configs(folder: Path) -> list[Path]:
     return [p for p in (folder / "config.json",) if p.exists()]
 
 
-def _hash_files(files: list[Path]) -> str:
+def hash_files(files: list[Path]) -> str:
     """SHA-256 over (file name, SHA-256 of contents) of each file; memoised on disk by size and mtime."""
     from analysis.cache import default_cache
 

@@ -103,3 +103,28 @@ def test_packing_json_with_fit(tmp_path):
     assert [(c["d"], c["k"], c["method"]) for c in out["cells"]] == [
         (16, 100, "random"), (16, 200, "random"), (32, 100, "random"), (32, 200, "random")]
     assert {"C", "r2", "mape", "nrmse"} <= set(out["fit"]["jl"])
+
+
+def test_issue6_commands_on_a_demo_series(tmp_path, tiny_models):
+    demo = run_cli("train-demo", "--out", str(tmp_path / "demo"), "--widths", "16", "--steps", "4", "--json")
+    assert demo.returncode == 0, demo.stderr
+    assert json.loads(demo.stdout)["checkpoint_steps"] == [0, 1, 2, 4]
+    series = str(tmp_path / "demo" / "neox-d16")
+    listed = json.loads(run_cli("checkpoints", series, "--json").stdout)
+    assert [c["step"] for c in listed["checkpoints"]] == [0, 1, 2, 4]
+    sweep = run_cli("training-sweep", series, "--revisions", "checkpoint-0,checkpoint-4", "--n-tokens", "64",
+                    "--window", "32", "--k", "8", "--n-null", "5", "--device", "cpu",
+                    "--json", str(tmp_path / "s.json"))
+    assert sweep.returncode == 0, sweep.stderr
+    out = json.loads((tmp_path / "s.json").read_text())
+    assert [c["step"] for c in out["checkpoints"]] == [0, 4] and len(out["checkpoints"][0]["layers"]) == 5
+    model = str(tiny_models[("llama", False)])
+    converge = run_cli("convergence", model, model, "--units", "30", "--k", "8", "--n-null", "5", "--device", "cpu")
+    assert converge.returncode == 0, converge.stderr
+    assert all(abs(p["full"] - 1) < 1e-9 for p in json.loads(converge.stdout)["pairs"])
+    probe = run_cli("probe", model, "--device", "cpu")
+    assert probe.returncode == 0, probe.stderr
+    result = json.loads(probe.stdout)
+    assert len(result["accuracy"]) == 4 and result["baseline"] < 0.5 and result["classes"][0] == "compound"
+    missing = run_cli("training-sweep", series, "--revisions", "checkpoint-3")
+    assert missing.returncode == 2 and "'checkpoint-3' is not in" in missing.stderr

@@ -1,0 +1,65 @@
+import shutil
+
+import pytest
+
+from analysis.cache import ResultCache
+from analysis.corpus import Sampling, builtin_corpus
+from analysis.errors import InputError
+from analysis.pga import PGASettings
+from analysis.series import check_series, training_sweep
+from analysis.train_demo import DemoSettings, train_demo
+
+SAMPLING = Sampling(n_tokens=64, window=32, per_window=16)
+SETTINGS = PGASettings(ks=(8,), ccrs=(1,), n_null=10, n_bootstrap=50)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    settings = DemoSettings(widths=(16, 32), n_layers=2, context=32, batch_size=8, steps=64)
+    return root, train_demo(root, settings), settings
+
+
+def test_demo_series_layout_and_falling_loss(demo, tmp_path):
+    root, summary, settings = demo
+    assert settings.checkpoint_steps == [0, 1, 2, 4, 8, 16, 32, 64]
+    for width in (16, 32):
+        folder = root / f"neox-d{width}"
+        assert sorted(p.name for p in folder.iterdir()) == sorted(f"checkpoint-{s}" for s in settings.checkpoint_steps)
+        losses = summary[width]["train_loss"]
+        assert sum(losses[-8:]) / 8 < sum(losses[:8]) / 8
+    results = training_sweep(str(root / "neox-d32"), ["checkpoint-0", "checkpoint-64"], builtin_corpus(),
+                             SAMPLING, SETTINGS, device="cpu", cache=ResultCache(tmp_path))
+    assert results[1].loss < results[0].loss - 0.5  # held-out loss falls with training
+    assert [r.step for r in results] == [0, 64] and len(results[0].layers) == 3
+    assert set(results[0].seconds) == {"load", "forward", "metrics", "loss"}
+
+
+def test_identical_checkpoints_are_flagged_and_cached(demo, tmp_path):
+    root, _, _ = demo
+    series = tmp_path / "series"
+    for step in (0, 8):
+        shutil.copytree(root / "neox-d16" / f"checkpoint-{step}", series / f"checkpoint-{step}")
+    shutil.copytree(series / "checkpoint-8", series / "checkpoint-9")  # a mislabelled copy
+    cache = ResultCache(tmp_path / "cache")
+    results = training_sweep(str(series), ["checkpoint-0", "checkpoint-8", "checkpoint-9"], builtin_corpus(),
+                             SAMPLING, SETTINGS, device="cpu", cache=cache)
+    assert [r.duplicate_of for r in results] == [None, None, "checkpoint-8"]
+    calls = []
+    again = training_sweep(str(series), ["checkpoint-0", "checkpoint-8", "checkpoint-9"], builtin_corpus(),
+                           SAMPLING, SETTINGS, device="cpu", cache=cache, progress=lambda *a: calls.append(a))
+    assert [stage for stage, *_ in calls] == ["checkpoints"] * 4  # resumable: nothing recomputed
+    assert [r.loss for r in again] == [r.loss for r in results]
+
+
+def test_bad_series(demo, tmp_path):
+    root, _, _ = demo
+    with pytest.raises(InputError, match="at least one"):
+        check_series(str(root / "neox-d16"), [])
+    with pytest.raises(InputError, match="'checkpoint-3' is not in .*'checkpoint-5' is not in"):
+        check_series(str(root / "neox-d16"), ["checkpoint-3", "checkpoint-8", "checkpoint-5"])
+    mixed = tmp_path / "mixed"
+    shutil.copytree(root / "neox-d16" / "checkpoint-8", mixed / "checkpoint-1")
+    shutil.copytree(root / "neox-d32" / "checkpoint-8", mixed / "checkpoint-2")
+    with pytest.raises(InputError, match="differ in architecture.*d = 16: checkpoint-1.*d = 32: checkpoint-2"):
+        check_series(str(mixed), ["checkpoint-1", "checkpoint-2"])
