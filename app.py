@@ -7,5 +7,9 @@ pages = [
     st.Page("pages/triage.py", title="Triage", icon=":material/stethoscope:", default=True),
     st.Page("pages/readout.py", title="Readout alignment", icon=":material/ssid_chart:"),
     st.Page("pages/capacity.py", title="Embedding geometry & capacity", icon=":material/scatter_plot:"),
+    st.Page("pages/training.py", title="Across training", icon=":material/timeline:"),
+    st.Page("pages/models.py", title="Across models", icon=":material/compare_arrows:"),
+    st.Page("pages/probes.py", title="Linear probes", icon=":material/target:"),
+    st.Page("pages/token_map.py", title="Token map", icon=":material/bubble_chart:"),
 ]
 st.navigation(pages).run()  # each page draws the shared sidebar first (dashboard.state.sidebar)

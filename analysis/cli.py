@@ -118,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     probe = commands.add_parser("probe", help="linear probe accuracy per layer")
     _model_args(probe)
-    probe.add_argument("--data", default="builtin", help="builtin | FILE.csv | FILE.jsonl (text,label columns)")
+    probe.add_argument("--data", default="builtin",
+                       help="builtin | FILE.csv | FILE.jsonl (text,label columns) | hf:ag_news:test")
     probe.add_argument("--seed", type=int, default=0)
     probe.add_argument("--device", default="auto")
     probe.add_argument("--dtype", default="auto")

@@ -254,15 +254,18 @@ def convergence(args: argparse.Namespace) -> int:
 
 def probe(args: argparse.Namespace) -> int:
     from analysis.pipeline import model_pooled
-    from analysis.probes import builtin_task, labelled_from_bytes, probe_layers
+    from analysis.probes import builtin_task, labelled_from_bytes, labelled_from_hub, probe_layers
 
     if args.data == "builtin":
         data = builtin_task()
+    elif args.data.startswith("hf:"):
+        data = labelled_from_hub(args.data)
     else:
         path = Path(args.data)
         from analysis.errors import require
 
-        require(path.is_file(), f"--data {args.data!r} is not a file; give builtin, a .csv or a .jsonl file.")
+        require(path.is_file(), f"--data {args.data!r} is not a file; give builtin, a .csv or .jsonl file, or "
+                                "hf:NAME:SPLIT.")
         data = labelled_from_bytes(path.read_bytes(), path.name)
     loaded = load_model(args, TqdmProgress())
     result = probe_layers(model_pooled(loaded, data.texts, progress=TqdmProgress()), data.labels, seed=args.seed)

@@ -202,3 +202,95 @@ def epsilon_by_dimension(k: float, d: int, eps: float) -> go.Figure:
     fig.update_xaxes(type="log", title="d (dimensions)")
     fig.update_yaxes(title="epsilon")
     return _layout(fig, f"epsilon needed for k = {k:,.0f} directions against d")
+
+
+def checkpoint_heatmaps(series: list, k: int, ccr: int) -> go.Figure:
+    """z (diverging, centred on 0) and the PC1 angle as layer x checkpoint heatmaps, loss beneath.
+
+    ``series`` is a list of ``analysis.series.CheckpointResult``; duplicated weights are marked with *.
+    """
+    labels = [f"{r.step}" + (f" * (= {r.duplicate_of})" if r.duplicate_of else "") for r in series]
+
+    def grid(field: str) -> np.ndarray:
+        return np.array([[getattr(x, field) for x in r.layers if (x.k, x.ccr) == (k, ccr)] for r in series]).T
+
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, row_heights=[0.4, 0.4, 0.2], vertical_spacing=0.06,
+                        subplot_titles=[f"z (k = {k}, CCR-{ccr})", "PC1 angle to V_k (degrees)",
+                                        "held-out loss (nats/token)"])
+    z = grid("z")
+    limit = float(np.nanmax(np.abs(z))) if z.size else 1.0
+    fig.add_trace(go.Heatmap(z=z, x=labels, colorscale="RdBu", zmid=0, zmin=-limit, zmax=limit,
+                             colorbar=dict(title="z", y=0.8, len=0.4)), row=1, col=1)
+    fig.add_trace(go.Heatmap(z=grid("pc1_angle_deg"), x=labels, colorscale="Viridis", zmin=0, zmax=90,
+                             colorbar=dict(title="deg", y=0.35, len=0.4)), row=2, col=1)
+    fig.add_trace(go.Scatter(x=labels, y=[r.loss for r in series], mode="lines+markers", name="loss"),
+                  row=3, col=1)
+    fig.update_yaxes(title="layer", row=1, col=1)
+    fig.update_yaxes(title="layer", row=2, col=1)
+    fig.update_xaxes(title="checkpoint step (* = weights identical to an earlier checkpoint)", type="category",
+                     row=3, col=1)
+    return _layout(fig, "Across training", height=760)
+
+
+def z_by_relative_depth(curves: dict[str, list[LayerPGA]]) -> go.Figure:
+    """z curves of several models (or checkpoints) against relative depth (layer / last layer)."""
+    fig = go.Figure()
+    fig.add_hrect(y0=-2, y1=2, fillcolor="grey", opacity=0.15, line_width=0)
+    for colour, (name, results) in zip(PALETTE, curves.items(), strict=False):
+        last = max(r.layer for r in results)
+        fig.add_trace(go.Scatter(x=[r.layer / last for r in results], y=[r.z for r in results], mode="lines+markers",
+                                 name=name, line=dict(color=colour)))
+    fig.update_xaxes(title="relative depth (layer / last layer)")
+    fig.update_yaxes(title="z")
+    return _layout(fig, "z against relative depth")
+
+
+def convergence_figure(results: list, n_a: int) -> go.Figure:
+    """Spearman rho of two models' unit distances: full space, readout subspaces, random-subspace band."""
+    depth = [r.layer_a / max(n_a - 1, 1) for r in results]
+    mean = np.array([r.null_mean for r in results])
+    spread = 2 * np.array([r.null_std for r in results])
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=depth + depth[::-1], y=list(mean + spread) + list((mean - spread)[::-1]),
+                             fill="toself", fillcolor="rgba(128,128,128,0.2)", line=dict(width=0),
+                             name="random subspaces (mean +- 2 sd)"))
+    fig.add_trace(go.Scatter(x=depth, y=[r.full for r in results], mode="lines+markers", name="full spaces"))
+    fig.add_trace(go.Scatter(x=depth, y=[r.readout for r in results], mode="lines+markers",
+                             name="readout subspaces"))
+    fig.update_xaxes(title="relative depth of model A (B at the matched depth)")
+    fig.update_yaxes(title="Spearman rho of unit distances")
+    return _layout(fig, "Cross-model convergence")
+
+
+def probe_figure(accuracy: np.ndarray, baseline: float, z: list[float] | None = None) -> go.Figure:
+    """Probe accuracy per layer with the majority baseline, and z on a second axis."""
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    layers = list(range(len(accuracy)))
+    fig.add_trace(go.Scatter(x=layers, y=accuracy, mode="lines+markers", name="probe accuracy (held out)"))
+    fig.add_hline(y=baseline, line_dash="dot", annotation_text=f"majority baseline {baseline:.2f}")
+    if z is not None:
+        fig.add_trace(go.Scatter(x=layers, y=z, mode="lines", name="z (readout alignment)",
+                                 line=dict(color="#d62728", dash="dash")), secondary_y=True)
+    fig.update_yaxes(title="accuracy", range=[0, 1.02], secondary_y=False)
+    fig.update_yaxes(title="z", secondary_y=True)
+    fig.update_xaxes(title="layer")
+    return _layout(fig, "Linear probes per layer beside z")
+
+
+def token_map_figure(coords: np.ndarray, colour: np.ndarray, hover: list[str], colour_name: str) -> go.Figure:
+    """The UMAP scatter, coloured by a per-token value (or class), hover showing token and context."""
+    fig = go.Figure()
+    if colour.dtype.kind in "fi":
+        fig.add_trace(go.Scattergl(x=coords[:, 0], y=coords[:, 1], mode="markers", text=hover,
+                                   hovertemplate="%{text}<extra></extra>",
+                                   marker=dict(color=colour, colorscale="Viridis", size=6,
+                                               colorbar=dict(title=colour_name))))
+    else:
+        for name in sorted(set(colour.tolist())):
+            chosen = colour == name
+            fig.add_trace(go.Scattergl(x=coords[chosen, 0], y=coords[chosen, 1], mode="markers", name=name,
+                                       text=[h for h, c in zip(hover, chosen, strict=True) if c],
+                                       hovertemplate="%{text}<extra></extra>", marker=dict(size=6)))
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False)
+    return _layout(fig, f"Token map (UMAP), coloured by {colour_name}", height=560)

@@ -3,7 +3,8 @@ beside the majority-class baseline.
 
 Built-in task (no download): which of four Python help topics (``specialnames``, ``compound``,
 ``formatstrings``, ``debugger`` from ``pydoc_data.topics``) a ~400-character passage comes from.
-Also: a CSV or JSONL file with ``text`` and ``label`` columns, or a Hub dataset such as ``ag_news``.
+Also: a CSV or JSONL file with ``text`` and ``label`` columns, or a Hub dataset such as ``ag_news``
+(``hf:ag_news:test``, its first 2000 rows) when the Hub is reachable.
 """
 
 from __future__ import annotations
@@ -70,6 +71,23 @@ def labelled_from_bytes(data: bytes, name: str) -> Labelled:
         rows = list(csv.DictReader(io.StringIO(text)))
     return check_labelled(Labelled([str(r.get("text") or "") for r in rows],
                                    ["" if r.get("label") is None else str(r.get("label")) for r in rows], name))
+
+
+def labelled_from_hub(source: str, max_rows: int = 2000) -> Labelled:
+    """``hf:NAME[@CONFIG]:SPLIT`` with ``text`` and ``label`` columns (e.g. ``hf:ag_news:test``), first rows."""
+    parts = source[3:].split(":")
+    require(source.startswith("hf:") and len(parts) == 2, f"Hub data {source!r} must read hf:NAME[@CONFIG]:SPLIT.")
+    name, split = parts
+    dataset_name, _, config = name.partition("@")
+    try:
+        import datasets
+
+        rows = datasets.load_dataset(dataset_name, config or None, split=f"{split}[:{max_rows}]")
+    except Exception as error:  # the datasets library raises many types; the message is what matters
+        raise InputError(f"Cannot load Hub dataset {source!r}: {type(error).__name__}: {error}") from None
+    require({"text", "label"} <= set(rows.column_names),
+            f"Hub dataset {source!r} needs 'text' and 'label' columns; it has {', '.join(rows.column_names)}.")
+    return check_labelled(Labelled([str(t) for t in rows["text"]], [str(y) for y in rows["label"]], source))
 
 
 def check_labelled(data: Labelled) -> Labelled:

@@ -61,7 +61,7 @@ def check_series(name: str, revisions: list[str]) -> list[ModelRef]:
     refs, problems = [], []
     for revision in revisions:
         try:
-            refs.append(resolve(name, revision))
+            refs.append(resolve(name, revision or None))
         except InputError as error:
             problems.append(str(error))
     if available and problems:
@@ -70,9 +70,10 @@ def check_series(name: str, revisions: list[str]) -> list[ModelRef]:
     shapes = {}
     for ref in refs:
         info = describe(ref)
-        shapes.setdefault((info["model_type"], info["n_layers"], info["d_model"]), []).append(ref.revision)
-    require(len(shapes) == 1, "The checkpoints differ in architecture: " + "; ".join(
-        f"{kind} with {layers} layers, d = {d}: {', '.join(revs)}" for (kind, layers, d), revs in shapes.items()))
+        shapes.setdefault((info["model_type"], info["n_layers"], info["d_model"]), []).append(ref.revision or name)
+    if len(shapes) > 1:
+        raise InputError("The checkpoints differ in architecture: " + "; ".join(
+            f"{kind} with {layers} layers, d = {d}: {', '.join(revs)}" for (kind, layers, d), revs in shapes.items()))
     return refs
 
 

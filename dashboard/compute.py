@@ -169,3 +169,56 @@ def friendly_errors():
     except MemoryError:
         st.error("The machine ran out of memory: lower N or choose a smaller model.", icon=":material/memory:")
         st.stop()
+
+
+def series(view: ViewState, model: str, revisions: list[str], k: int, ccr: int):
+    """Per-checkpoint metrics and loss (each checkpoint cached on disk; a rerun resumes)."""
+    from analysis.series import training_sweep
+
+    bar = _Bar("Checkpoints")
+    try:
+        return training_sweep(model, revisions, corpus(view), sampling(view),
+                              PGASettings(ks=(k,), ccrs=(ccr,), seed=view.seed), view.device, bar)
+    finally:
+        bar.done()
+
+
+def train_demo_series() -> dict:
+    """Train the offline demo series into the cache folder (about two minutes on a laptop CPU)."""
+    from analysis.paths import cache_dir
+    from analysis.train_demo import train_demo
+
+    bar = _Bar("Training the demo series")
+    try:
+        return train_demo(cache_dir() / "train-demo", progress=bar)
+    finally:
+        bar.done()
+
+
+def pooled(loaded: LoadedModel, texts: list[str]):
+    from analysis.pipeline import model_pooled
+
+    bar = _Bar("Pooling the texts")
+    try:
+        return model_pooled(loaded, texts, progress=bar)
+    finally:
+        bar.done()
+
+
+def pooled_of(view: ViewState, model: str, texts: list[str]):
+    """(pooled states, readout basis) of another model, loaded for the call and released."""
+    from analysis.pipeline import model_pooled
+
+    loaded = load(resolve(model), device=view.device)
+    try:
+        return model_pooled(loaded, texts), model_readout(loaded)
+    finally:
+        del loaded
+        gc.collect()
+
+
+@st.cache_data(show_spinner="Computing the token map (UMAP) ...", max_entries=8)
+def token_map(key: str, _states, _readout_k, ccr: int, seed: int):
+    from analysis.token_map import token_map as compute_map
+
+    return compute_map(_states, _readout_k, ccr, seed)

@@ -91,3 +91,29 @@ def test_demo_mode_fixes_models_and_limits(tiny_models, monkeypatch):
     n_slider = next(s for s in app.sidebar.select_slider if s.label.startswith("N token"))
     assert max(int(o) for o in n_slider.options) == 1024 and n_slider.value == 128
     assert "Demo mode" in app.sidebar.caption[-1].value
+
+
+def test_across_training_page_on_a_checkpoint_folder(tiny_models, tmp_path):
+    import shutil
+
+    for name in ("checkpoint-1", "checkpoint-2", "checkpoint-3"):
+        shutil.copytree(tiny_models[("gpt_neox", False)], tmp_path / "run" / name)
+    app = run_page("pages/training.py", model=tmp_path / "run", n_tokens=128)
+    assert not app.exception, app.exception
+    assert len(app.warning) == 2  # checkpoints 2 and 3 repeat the weights of checkpoint 1
+    figure = charts(app)[0]
+    assert len(decode(figure["data"][0]["z"])) > 0
+
+
+def test_training_page_without_checkpoints_offers_the_demo(tiny_models):
+    app = run_page("pages/training.py", model=tiny_models[("gpt2", True)], n_tokens=128)
+    assert not app.exception and "no training checkpoints" in app.info[0].value
+    assert app.button[0].label == "Train the demo series"
+
+
+@pytest.mark.parametrize("page", ["pages/models.py", "pages/probes.py", "pages/token_map.py"])
+def test_issue6_pages_on_a_tiny_model(tiny_models, page):
+    app = run_page(page, model=tiny_models[("llama", False)], n_tokens=128)
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    assert charts(app)

@@ -46,3 +46,14 @@ def test_csv_and_jsonl_read():
     assert csv_task.labels == ["a", "a", "b", "b"]
     jsonl = b"".join(b'{"text": "%s", "label": %d}\n' % (t, y) for t, y in [(b"x", 0), (b"y", 0), (b"z", 1), (b"w", 1)])
     assert labelled_from_bytes(jsonl, "ok.jsonl").labels == ["0", "0", "1", "1"]
+
+
+def test_hub_data_without_the_hub_says_so(monkeypatch):
+    from analysis.probes import labelled_from_hub
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(InputError, match="Cannot load Hub dataset 'hf:ag_news:test'"):
+        labelled_from_hub("hf:ag_news:test")
+    with pytest.raises(InputError, match="hf:NAME"):
+        labelled_from_hub("hf:ag_news")

@@ -1,0 +1,52 @@
+"""A training sweep over the offline demo series: time per checkpoint split into load, forward pass,
+metrics and loss, and what is reused across checkpoints. Usage: python bench/training_sweep.py"""
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from analysis.cache import ResultCache  # noqa: E402
+from analysis.corpus import Sampling, builtin_corpus  # noqa: E402
+from analysis.pga import PGASettings  # noqa: E402
+from analysis.refs import list_checkpoints  # noqa: E402
+from analysis.series import training_sweep  # noqa: E402
+from analysis.train_demo import DemoSettings, train_demo  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=512)
+    parser.add_argument("--n-tokens", type=int, default=512)
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp())
+    start = time.perf_counter()
+    summary = train_demo(root, DemoSettings(steps=args.steps))
+    print(f"train-demo: {time.perf_counter() - start:.1f} s for widths {list(summary)} x {args.steps} steps")
+    cache = ResultCache(root / "cache")
+    sampling = Sampling(n_tokens=args.n_tokens)
+    for width, info in summary.items():
+        revisions = [c.revision for c in list_checkpoints(info["folder"])]
+        start = time.perf_counter()
+        results = training_sweep(info["folder"], revisions, builtin_corpus(), sampling, PGASettings(), "cpu",
+                                 cache=cache)
+        total = time.perf_counter() - start
+        print(f"\nwidth {width}: {len(results)} checkpoints in {total:.1f} s (N = {args.n_tokens}, k = 100, R = 100)")
+        print("step    load  forward  metrics   loss   held-out loss")
+        for r in results:
+            s = r.seconds
+            print(f"{r.step:5d} {s['load']:6.2f} {s['forward']:8.2f} {s['metrics']:8.2f} {s['loss']:6.2f}"
+                  f"   {r.loss:.3f}")
+        start = time.perf_counter()
+        training_sweep(info["folder"], revisions, builtin_corpus(), sampling, PGASettings(), "cpu", cache=cache)
+        print(f"second run of the same sweep (all cached): {time.perf_counter() - start:.2f} s")
+    print("\nReused across checkpoints: the tokenised corpus (keyed by the tokenizer's definition, computed once "
+          "per series) and the sampled positions (same seed and windows); the null bases are regenerated per "
+          "checkpoint from the same seed.")
+
+
+if __name__ == "__main__":
+    main()
