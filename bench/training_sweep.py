@@ -30,18 +30,19 @@ def main() -> None:
     sampling = Sampling(n_tokens=args.n_tokens)
     for width, info in summary.items():
         revisions = [c.revision for c in list_checkpoints(info["folder"])]
+        settings = PGASettings(ks=(min(100, width),))
         start = time.perf_counter()
-        results = training_sweep(info["folder"], revisions, builtin_corpus(), sampling, PGASettings(), "cpu",
-                                 cache=cache)
+        results = training_sweep(info["folder"], revisions, builtin_corpus(), sampling, settings, "cpu", cache=cache)
         total = time.perf_counter() - start
-        print(f"\nwidth {width}: {len(results)} checkpoints in {total:.1f} s (N = {args.n_tokens}, k = 100, R = 100)")
+        print(f"\nwidth {width}: {len(results)} checkpoints in {total:.1f} s (N = {args.n_tokens}, "
+              f"k = {settings.ks[0]}, R = 100)")
         print("step    load  forward  metrics   loss   held-out loss")
         for r in results:
             s = r.seconds
             print(f"{r.step:5d} {s['load']:6.2f} {s['forward']:8.2f} {s['metrics']:8.2f} {s['loss']:6.2f}"
                   f"   {r.loss:.3f}")
         start = time.perf_counter()
-        training_sweep(info["folder"], revisions, builtin_corpus(), sampling, PGASettings(), "cpu", cache=cache)
+        training_sweep(info["folder"], revisions, builtin_corpus(), sampling, settings, "cpu", cache=cache)
         print(f"second run of the same sweep (all cached): {time.perf_counter() - start:.2f} s")
     print("\nReused across checkpoints: the tokenised corpus (keyed by the tokenizer's definition, computed once "
           "per series) and the sampled positions (same seed and windows); the null bases are regenerated per "
