@@ -113,6 +113,11 @@ class LayerPGA:
         }
 
 
+def default_k(d: int) -> int:
+    """The paper's k = 100, but at most d / 4: at k = d every subspace keeps every distance (no z)."""
+    return min(100, max(1, d // 4))
+
+
 def validate_states(states: np.ndarray, d: int | None = None) -> np.ndarray:
     """``[L, N, d]`` view of ``states`` (``[N, d]`` is one layer); InputError naming what is wrong."""
     states = np.asarray(states)

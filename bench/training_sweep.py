@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.cache import ResultCache  # noqa: E402
 from analysis.corpus import Sampling, builtin_corpus  # noqa: E402
-from analysis.pga import PGASettings  # noqa: E402
+from analysis.pga import PGASettings, default_k  # noqa: E402
 from analysis.refs import list_checkpoints  # noqa: E402
 from analysis.series import training_sweep  # noqa: E402
 from analysis.train_demo import DemoSettings, train_demo  # noqa: E402
@@ -30,7 +30,7 @@ def main() -> None:
     sampling = Sampling(n_tokens=args.n_tokens)
     for width, info in summary.items():
         revisions = [c.revision for c in list_checkpoints(info["folder"])]
-        settings = PGASettings(ks=(min(100, width),))
+        settings = PGASettings(ks=(default_k(width),))
         start = time.perf_counter()
         results = training_sweep(info["folder"], revisions, builtin_corpus(), sampling, settings, "cpu", cache=cache)
         total = time.perf_counter() - start

@@ -18,16 +18,17 @@ default = view.model + (f"@{view.revision}" if view.revision else "")
 text = st.text_area("Models, one per line (a reference, optionally @revision)", value=default,
                     disabled=demo_mode(), help="Each model is loaded in turn; results are cached on disk.")
 entries = [line.strip() for line in text.splitlines() if line.strip()][:6]
-k = int(st.number_input("k (capped at each model's d)", 1, 8192, 100))
+k = int(st.number_input("k (capped at d / 4 of each model)", 1, 8192, 100))
 with compute.friendly_errors():
     widths = {entry: compute.card(compute.resolved(*entry.partition("@")[::2]))["d_model"] for entry in entries}
-    summaries = {entry: compute.series(view, entry.split("@")[0], [entry.partition("@")[2]], min(k, widths[entry]),
-                                       1)[0] for entry in entries}
+    k_of = {entry: min(k, max(1, width // 4)) for entry, width in widths.items()}
+    summaries = {entry: compute.series(view, entry.split("@")[0], [entry.partition("@")[2]], k_of[entry], 1)[0]
+                 for entry in entries}
 curves = {name: result.layers for name, result in summaries.items()}
 table = pd.DataFrame([{"model": name, "layer": x.layer, "relative_depth": x.layer / max(len(layers) - 1, 1),
                        "z": x.z} for name, layers in curves.items() for x in layers])
 chart(figures.z_by_relative_depth(curves), table, "z-relative-depth",
-      f"k = {k}, CCR-1, N = {view.n_tokens}, seed {view.seed}; held-out loss: "
+      f"k = {', '.join(str(v) for v in k_of.values())}, CCR-1, N = {view.n_tokens}, seed {view.seed}; held-out loss: "
       + ", ".join(f"{name} {result.loss:.2f}" for name, result in summaries.items()))
 
 st.subheader("Convergence between two models")

@@ -5,6 +5,7 @@ import streamlit as st
 
 from analysis import figures
 from analysis.errors import InputError
+from analysis.pga import default_k
 from analysis.probes import builtin_task, labelled_from_bytes, labelled_from_hub, probe_layers
 from dashboard import compute
 from dashboard.export import chart, view_state_button
@@ -35,7 +36,7 @@ with compute.friendly_errors():
     loaded = compute.loaded_model(view)
     pooled = compute.pooled(loaded, data.texts)
     result = probe_layers(pooled, data.labels, seed=view.seed)
-    z = [r.z for r in compute.pga(view, loaded, min(100, loaded.anatomy.d_model), 1)]
+    z = [r.z for r in compute.pga(view, loaded, default_k(loaded.anatomy.d_model), 1)]
 chart(figures.probe_figure(result.accuracy, result.baseline, z),
       pd.DataFrame({"layer": range(len(result.accuracy)), "accuracy": result.accuracy, "z": z}), "probes",
       f"{data.name}: {len(result.classes)} classes, {result.n_train} training and {result.n_test} held-out texts "

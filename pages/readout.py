@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import figures
+from analysis.pga import default_k
 from dashboard import compute
 from dashboard.export import chart, provenance, view_state_button
 from dashboard.state import remember, sidebar, url_int
@@ -16,7 +17,7 @@ with compute.friendly_errors():
 d, n_entries = loaded.anatomy.d_model, hidden.n_layers
 
 controls = st.columns([2, 2, 3])
-k = controls[0].slider("k (readout dimensions)", 1, d, min(max(url_int("k", min(100, d)), 1), d))
+k = controls[0].slider("k (readout dimensions)", 1, d, min(max(url_int("k", default_k(d)), 1), d))
 ccr = controls[1].select_slider("CCR depth (components removed)", list(range(0, 11)),
                                 value=min(max(url_int("ccr", 1), 0), 10))
 overlay = controls[2].multiselect("Overlay CCR depths", [0, 1, 5, 10], default=[],

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import figures
+from analysis.pga import default_k
 from analysis.token_map import token_class
 from dashboard import compute
 from dashboard.export import chart, view_state_button
@@ -22,7 +23,7 @@ layer = controls[0].slider("Layer", 0, hidden.n_layers - 1, min(max(url_int("lay
 ccr = controls[1].select_slider("CCR depth", list(range(11)), value=min(max(url_int("ccr", 1), 0), 10))
 colour_by = controls[2].radio("Colour", ["projection on PC1", "share inside V_k", "token class"])
 remember(layer=layer, ccr=ccr)
-k = min(100, basis.d)
+k = default_k(basis.d)
 with compute.friendly_errors():
     mapped = compute.token_map(f"{provenance['spec']}|{layer}|{ccr}", hidden.layer(layer), basis.top(k), ccr,
                                view.seed)

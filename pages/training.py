@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis import figures
+from analysis.pga import default_k
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.state import remember, sidebar, url_int
@@ -29,7 +30,7 @@ chosen = st.multiselect("Checkpoints (each is computed once and cached)", labels
 with compute.friendly_errors():
     d = compute.card(compute.resolved(view.model, labels[-1]))["d_model"]
 controls = st.columns(2)
-k = controls[0].number_input("k", 1, d, min(max(url_int("k", 100), 1), d))
+k = controls[0].number_input("k", 1, d, min(max(url_int("k", default_k(d)), 1), d))
 ccr = controls[1].select_slider("CCR depth", list(range(11)), value=min(max(url_int("ccr", 1), 0), 10))
 remember(k=k, ccr=ccr)
 if not chosen:

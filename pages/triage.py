@@ -5,6 +5,7 @@ import streamlit as st
 
 from analysis.capacity import CLASS_NOTES
 from analysis.figures import z_by_layer
+from analysis.pga import default_k
 from analysis.verdict import verdict, worst_late_layer
 from dashboard import compute
 from dashboard.export import chart, provenance, view_state_button
@@ -25,7 +26,7 @@ cols[4].metric("Embeddings", "tied" if info["tied_embeddings"] else "untied")
 st.caption(f"Weights loaded: `{info['identity']}` ({info['kind']}"
            + (f", {len(info['checkpoints'])} checkpoints" if info["checkpoints"] else "") + ")")
 
-k = min(100, info["d_model"])
+k = default_k(info["d_model"])
 with compute.friendly_errors():
     loaded = compute.loaded_model(view)
     results = compute.pga(view, loaded, k, 1)
