@@ -16,26 +16,18 @@ import numpy as np
 import torch
 
 from analysis.errors import require
-from analysis.pga import null_bases
+from analysis.pga import NullMoments, null_bases
 from analysis.ranks import centred_ranks, spearman_many
 from analysis.readout import ReadoutBasis
 
 
 @dataclass(frozen=True)
-class LayerConvergence:
+class LayerConvergence(NullMoments):
     layer_a: int
     layer_b: int
     full: float
     readout: float
     null: np.ndarray
-
-    @property
-    def null_mean(self) -> float:
-        return float(self.null.mean())
-
-    @property
-    def null_std(self) -> float:
-        return float(self.null.std(ddof=1))
 
 
 def _distances(points: torch.Tensor) -> torch.Tensor:

@@ -66,8 +66,22 @@ class PGASettings:
         return {**asdict(self), "ks": list(self.ks), "ccrs": list(self.ccrs), "alpha_fit": list(self.alpha_fit)}
 
 
+class NullMoments:
+    """Mean and sample standard deviation (ddof = 1) of a result's ``null`` draws."""
+
+    null: np.ndarray
+
+    @property
+    def null_mean(self) -> float:
+        return float(self.null.mean())
+
+    @property
+    def null_std(self) -> float:
+        return float(self.null.std(ddof=1))
+
+
 @dataclass(frozen=True)
-class LayerPGA:
+class LayerPGA(NullMoments):
     """The PGA statistic and its companions for one (layer, k, CCR depth)."""
 
     layer: int
@@ -87,14 +101,6 @@ class LayerPGA:
     alpha_req: float
     isotropy: float
     condition_number: float
-
-    @property
-    def null_mean(self) -> float:
-        return float(self.null.mean())
-
-    @property
-    def null_std(self) -> float:
-        return float(self.null.std(ddof=1))
 
     @property
     def pc1_angle_deg(self) -> float:
