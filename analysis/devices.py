@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from analysis.errors import InputError
@@ -20,15 +22,28 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
+def cpu_has_native_bf16() -> bool:
+    """True on CPUs with bfloat16 arithmetic (AVX512-BF16 or AMX), read from /proc/cpuinfo."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def pick_dtype(name: str, device: torch.device) -> torch.dtype:
-    """``auto`` -> bfloat16 on a GPU that supports it, float16 on older GPUs, float32 on the CPU.
+    """``auto`` -> bfloat16 on a GPU that supports it, float16 on older GPUs; on the CPU bfloat16 where
+    the CPU computes it natively (2x faster), else float32.
+
+    bfloat16 moved z by at most 0.08 (median 0.01) across the 31 layers of the built-in model at N = 512,
+    a fifth of the width of z's own 95 % interval (BENCHMARKS.md); pass float32 for exact states.
 
     Any explicit dtype is test-run on the device (a matmul, a norm, a softmax) so an unsupported
     combination fails here with a clear message rather than deep inside a forward pass.
     """
     if name == "auto":
         if device.type != "cuda":
-            return torch.float32
+            return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if name not in DTYPES:
         raise InputError(f"dtype {name!r} is not one of auto, {', '.join(DTYPES)}.")

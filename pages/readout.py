@@ -27,7 +27,8 @@ remember(k=k, ccr=ccr)
 with compute.friendly_errors():
     results = compute.pga(view, loaded, k, ccr)
 n = results[0].n_tokens
-setting = f"N = {n}, {results[0].n_pairs:,} pairs, k = {k}, R = 100, seed {view.seed}, model {loaded.ref.label}"
+setting = (f"N = {n}, {results[0].n_pairs:,} pairs, k = {k}, R = 100, seed {view.seed}, model {loaded.ref.label}, "
+           f"{loaded.spec['dtype']}")
 
 table = pd.DataFrame([{"layer": r.layer, "z": r.z, "z_low": r.z_interval[0], "z_high": r.z_interval[1],
                        "rho_readout": r.rho_readout, "null_mean": r.null_mean, "null_std": r.null_std,

@@ -65,5 +65,5 @@ table = pd.DataFrame([{"layer": r.layer, "z": r.z, "z_low": r.z_interval[0], "z_
                       for r in results])
 chart(z_by_layer({"CCR-1": results}), table, "triage-z",
       f"N = {n} tokens, {results[0].n_pairs:,} pairs, k = {k}, R = 100 random subspaces, seed {view.seed}, "
-      f"model {ref.label}. " + provenance(hidden_provenance, "Hidden states"))
+      f"model {ref.label}, {loaded.spec['dtype']}. " + provenance(hidden_provenance, "Hidden states"))
 view_state_button(view)

@@ -21,7 +21,7 @@ def corpus():
 @pytest.mark.parametrize("family", ["gpt_neox", "llama", "gpt2"])
 @pytest.mark.parametrize("tied", [False, True])
 def test_states_match_a_plain_forward_and_the_norm_convention(tiny_models, corpus, family, tied, tmp_path):
-    loaded = load(resolve(str(tiny_models[(family, tied)])), device="cpu")
+    loaded = load(resolve(str(tiny_models[(family, tied)])), device="cpu", dtype="float32")
     assert loaded.anatomy.tied_embeddings is tied
     sample = token_sample(loaded, corpus, SAMPLING, ResultCache(tmp_path))
     result = extract(loaded, sample, batch_size=5)
@@ -95,3 +95,14 @@ def test_a_gguf_transformers_cannot_read_is_named(tmp_path):
     bad.write_bytes(b"GGUF" + b"\x03\x00\x00\x00" + b"\x00" * 64)
     with pytest.raises(InputError, match="cannot load the GGUF file"):
         load(resolve(str(bad)), device="cpu")
+
+
+def test_auto_dtype_is_bfloat16_only_where_the_cpu_computes_it(monkeypatch):
+    import analysis.devices as devices
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda: True)
+    assert devices.pick_dtype("auto", cpu) == torch.bfloat16
+    monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda: False)
+    assert devices.pick_dtype("auto", cpu) == torch.float32
+    assert devices.pick_dtype("float32", cpu) == torch.float32
