@@ -103,7 +103,7 @@ def pga(args: argparse.Namespace) -> int:
         hidden, provenance = model_states(loaded, corpus_from(args), sampling_from(args), progress)
         basis, identity = model_readout(loaded), loaded.ref.identity
         layers = _layers(args.layers, hidden.n_layers)
-        results = cached_pga(hidden, provenance["spec"], basis, loaded.ref.spec, settings, layers, args.device,
+        results = cached_pga(hidden, provenance["spec"], basis, loaded.spec, settings, layers, args.device,
                              progress)
     first = results[0]
     runs = [{"k": k, "ccr": c, "layers": [r.to_json() for r in results if (r.k, r.ccr) == (k, c)]}

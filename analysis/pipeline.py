@@ -28,15 +28,16 @@ from analysis.readout import ReadoutBasis, readout_basis
 from analysis.refs import ModelRef
 from analysis.weights import read_matrix
 
-READOUT_VERSION = 1
+READOUT_VERSION = 2
 PGA_VERSION = 1
 
 
 def model_readout(loaded: LoadedModel, cache: ResultCache | None = None) -> ReadoutBasis:
-    """The readout basis of the loaded model's W_U, cached by model identity."""
+    """The readout basis of the loaded model's W_U, cached by model identity and dtype (W_U is read
+    as loaded: a bfloat16 model's W_U is rounded)."""
     cache = cache or default_cache()
     return cache.get_or_compute(
-        "readout", READOUT_VERSION, {"model": loaded.ref.spec},
+        "readout", READOUT_VERSION, {"model": loaded.spec},
         lambda: readout_basis(arch.unembedding(loaded.model).detach(), device=loaded.device),
     ).value
 

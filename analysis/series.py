@@ -101,7 +101,7 @@ def _measure(ref: ModelRef, corpus: Corpus, sampling: Sampling, settings: PGASet
         sample = token_sample(loaded, corpus, sampling, cache)
         timings["forward"] = time.perf_counter() - start
         start = time.perf_counter()
-        layers = cached_pga(hidden, provenance["spec"], model_readout(loaded, cache), ref.spec, settings,
+        layers = cached_pga(hidden, provenance["spec"], model_readout(loaded, cache), loaded.spec, settings,
                             list(range(hidden.n_layers)), device, progress, cache)
         timings["metrics"] = time.perf_counter() - start
         start = time.perf_counter()

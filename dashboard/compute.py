@@ -121,7 +121,7 @@ def pga(view: ViewState, loaded: LoadedModel, k: int, ccr: int, layers: list[int
     settings = PGASettings(ks=(k,), ccrs=(ccr,), n_null=n_null, seed=view.seed)
     bar = _Bar(f"PGA at k = {k}, CCR-{ccr}")
     try:
-        return cached_pga(hidden, provenance["spec"], model_readout(loaded), loaded.ref.spec, settings, layers,
+        return cached_pga(hidden, provenance["spec"], model_readout(loaded), loaded.spec, settings, layers,
                           view.device, bar)
     finally:
         bar.done()

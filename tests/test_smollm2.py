@@ -38,7 +38,7 @@ def test_pga_smoke_on_a_few_layers(smollm2):
     hidden, provenance = model_states(smollm2, builtin_corpus(), Sampling(n_tokens=128, per_window=16))
     basis = model_readout(smollm2)
     assert basis.vectors.shape == (576, 576) and np.all(np.diff(basis.singular_values) <= 1e-9)
-    results = cached_pga(hidden, provenance["spec"], basis, smollm2.ref.spec, PGASettings(n_null=20, n_bootstrap=100),
+    results = cached_pga(hidden, provenance["spec"], basis, smollm2.spec, PGASettings(n_null=20, n_bootstrap=100),
                          [0, 15, -1])
     assert [r.layer for r in results] == [0, 15, 30]
     for result in results:
