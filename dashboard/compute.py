@@ -50,7 +50,8 @@ def card(ref: ModelRef) -> dict:
 
 
 class _Bar:
-    """A ``Progress`` callback that drives one Streamlit progress bar, naming the step."""
+    """A ``Progress`` callback that drives one Streamlit progress bar, naming the step; as a context
+    manager it removes the bar on the way out, whatever happened."""
 
     def __init__(self, label: str):
         self.bar = st.progress(0.0, text=label)
@@ -58,7 +59,10 @@ class _Bar:
     def __call__(self, stage: str, done: int, total: int) -> None:
         self.bar.progress(min(done / max(total, 1), 1.0), text=f"{stage}: {done}/{total}")
 
-    def done(self) -> None:
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *_exc) -> None:
         self.bar.empty()
 
 
@@ -70,11 +74,8 @@ def _resident(identity: str, device: str, _ref: ModelRef) -> LoadedModel:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    bar = _Bar(f"Loading {_ref.label}")
-    try:
+    with _Bar(f"Loading {_ref.label}") as bar:
         return load(_ref, device=device, progress=bar)
-    finally:
-        bar.done()
 
 
 def loaded_model(view: ViewState) -> LoadedModel:
@@ -100,11 +101,8 @@ def sampling(view: ViewState) -> Sampling:
 
 @st.cache_resource(max_entries=2, show_spinner=False)
 def _states(key: str, _view: ViewState, _loaded: LoadedModel):
-    bar = _Bar("Hidden states")
-    try:
+    with _Bar("Hidden states") as bar:
         return model_states(_loaded, corpus(_view), sampling(_view), progress=bar)
-    finally:
-        bar.done()
 
 
 def states(view: ViewState, loaded: LoadedModel) -> tuple[HiddenStates, dict]:
@@ -119,12 +117,9 @@ def pga(view: ViewState, loaded: LoadedModel, k: int, ccr: int, layers: list[int
     hidden, provenance = states(view, loaded)
     layers = list(range(hidden.n_layers)) if layers is None else layers
     settings = PGASettings(ks=(k,), ccrs=(ccr,), n_null=n_null, seed=view.seed)
-    bar = _Bar(f"PGA at k = {k}, CCR-{ccr}")
-    try:
+    with _Bar(f"PGA at k = {k}, CCR-{ccr}") as bar:
         return cached_pga(hidden, provenance["spec"], model_readout(loaded), loaded.spec, settings, layers,
                           view.device, bar)
-    finally:
-        bar.done()
 
 
 def readout(loaded: LoadedModel):
@@ -134,11 +129,8 @@ def readout(loaded: LoadedModel):
 
 def geometry(view: ViewState, which: str, sample_pairs: int | None = None) -> MatrixGeometry:
     ref = resolved(view.model, view.revision)
-    bar = _Bar(f"Cosine histogram of the {which}")
-    try:
+    with _Bar(f"Cosine histogram of the {which}") as bar:
         return matrix_geometry(ref, which, sample_pairs=sample_pairs, device=view.device, progress=bar)
-    finally:
-        bar.done()
 
 
 def stats(view: ViewState, which: str = "embedding"):
@@ -151,7 +143,8 @@ def paired(view: ViewState):
 
 
 def capacity(d: int, eps: float, delta: float = 0.005):
-    return capacity_report(d, eps, delta)
+    """The capacity report at the model's epsilon, clipped into the formulas' domain (0, 1]."""
+    return capacity_report(d, min(max(eps, 1e-6), 1.0), delta)
 
 
 @contextlib.contextmanager
@@ -175,12 +168,9 @@ def series(view: ViewState, model: str, revisions: list[str], k: int, ccr: int):
     """Per-checkpoint metrics and loss (each checkpoint cached on disk; a rerun resumes)."""
     from analysis.series import training_sweep
 
-    bar = _Bar("Checkpoints")
-    try:
+    with _Bar("Checkpoints") as bar:
         return training_sweep(model, revisions, corpus(view), sampling(view),
                               PGASettings(ks=(k,), ccrs=(ccr,), seed=view.seed), view.device, bar)
-    finally:
-        bar.done()
 
 
 def train_demo_series() -> dict:
@@ -188,21 +178,15 @@ def train_demo_series() -> dict:
     from analysis.paths import cache_dir
     from analysis.train_demo import train_demo
 
-    bar = _Bar("Training the demo series")
-    try:
+    with _Bar("Training the demo series") as bar:
         return train_demo(cache_dir() / "train-demo", progress=bar)
-    finally:
-        bar.done()
 
 
 def pooled(loaded: LoadedModel, texts: list[str]):
     from analysis.pipeline import model_pooled
 
-    bar = _Bar("Pooling the texts")
-    try:
+    with _Bar("Pooling the texts") as bar:
         return model_pooled(loaded, texts, progress=bar)
-    finally:
-        bar.done()
 
 
 def pooled_of(view: ViewState, model: str, texts: list[str]):

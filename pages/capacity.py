@@ -31,7 +31,7 @@ chart(figures.cosine_histogram_figure(embedding.histogram, stats, "Input embeddi
       f"{ref.label}; tensor {embedding.tensor_name}; {stats.n_zero_rows} all-zero rows dropped; mu and sigma "
       "by the exact closed form.")
 
-report = compute.capacity(stats.d, min(max(stats.epsilon, 1e-6), 1.0))
+report = compute.capacity(stats.d, stats.epsilon)
 cols = st.columns(4)
 cols[0].metric("epsilon = mu + 2 sigma", f"{stats.epsilon:.4f}")
 cols[1].metric("Class", report.model_class)

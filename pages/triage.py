@@ -33,7 +33,7 @@ with compute.friendly_errors():
     worst = worst_late_layer(results)
     deeper = compute.pga(view, loaded, k, 5, [worst.layer])[0] if worst else None
     stats, _ = compute.stats(view)
-    summary = verdict(results, deeper, compute.capacity(stats.d, min(max(stats.epsilon, 1e-6), 1.0)))
+    summary = verdict(results, deeper, compute.capacity(stats.d, stats.epsilon))
     _, hidden_provenance = compute.states(view, loaded)
 
 n = results[0].n_tokens
