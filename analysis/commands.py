@@ -275,6 +275,42 @@ def probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def plan_from(args: argparse.Namespace) -> dict:
+    """The plan file's mapping with the flags given on the command line laid over it."""
+    from analysis.cli import int_list
+    from analysis.plan import read_plan
+
+    raw = read_plan(args.plan) if args.plan else {}
+    if args.model:
+        revisions = None if args.revisions is None else "all" if args.revisions == "all" else [
+            r.strip() for r in args.revisions.split(",") if r.strip()]
+        raw["models"] = [{"model": m, **({"revisions": revisions} if revisions else {})} for m in args.model]
+    for key, value in (("corpus", args.corpus), ("n_tokens", args.n_tokens), ("dtype", args.dtype),
+                       ("null_subspaces", args.null_subspaces), ("retries", args.retries)):
+        if value is not None:
+            raw[key] = value
+    for key, value in (("seeds", args.seeds), ("k", args.k), ("ccr", args.ccr)):
+        if value is not None:
+            raw[key] = list(int_list(value, key))
+    return raw
+
+
+def sweep(args: argparse.Namespace) -> int:
+    from analysis.backends import make_backend
+    from analysis.plan import parse_plan
+    from analysis.store import ResultStore
+    from analysis.sweep import run_sweep
+
+    plan = parse_plan(plan_from(args))
+    store = ResultStore(args.store)
+    backend = make_backend(args.backend, args.address, args.device)
+    outcome = run_sweep(plan, backend, store, TqdmProgress())
+    print(outcome.summary(), file=sys.stderr)
+    if args.json:
+        emit_json({"store": outcome.store, "ok": outcome.ok, "jobs": [vars(o) for o in outcome.outcomes]}, args.json)
+    return 0 if outcome.ok else 1
+
+
 COMMANDS = {"model-info": model_info, "hidden-states": hidden_states, "pga": pga, "capacity": capacity,
-            "packing": packing, "checkpoints": checkpoints, "training-sweep": training_sweep,
+            "packing": packing, "checkpoints": checkpoints, "training-sweep": training_sweep, "sweep": sweep,
             "train-demo": train_demo, "convergence": convergence, "probe": probe}

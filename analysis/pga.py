@@ -23,7 +23,7 @@ tokens, and everything is scored on the other half (N halves).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import torch
@@ -105,6 +105,18 @@ class LayerPGA(NullMoments):
     @property
     def pc1_angle_deg(self) -> float:
         return float(self.pc_angles_deg[0])
+
+    def to_record(self) -> dict:
+        """Every field as plain JSON (arrays as lists); ``from_record`` restores it exactly."""
+        plain = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: value.tolist() if isinstance(value, np.ndarray) else list(value) if isinstance(value, tuple)
+                else value for name, value in plain.items()}
+
+    @classmethod
+    def from_record(cls, record: dict) -> LayerPGA:
+        arrays = {name: np.asarray(record[name], dtype=float) for name in ("null", "pc_angles_deg",
+                                                                          "pc_share_in_readout")}
+        return cls(**{**record, **arrays, "z_interval": tuple(record["z_interval"])})
 
     def to_json(self) -> dict:
         """The CLI contract's per-layer object (plus intervals, PC angles and the null itself)."""

@@ -14,16 +14,18 @@ import torch
 from analysis.cache import ResultCache, default_cache
 from analysis.corpus import Corpus, Sampling, bos_token
 from analysis.errors import InputError, require
+from analysis.devices import dtype_name, pick_device, pick_dtype
 from analysis.hidden import token_sample, tokenised_corpus
-from analysis.loading import load
+from analysis.loading import LoadedModel, load
 from analysis.loss import heldout_windows, mean_loss
 from analysis.model_info import describe
 from analysis.pga import LayerPGA, PGASettings
 from analysis.pipeline import cached_pga, model_readout, model_states
 from analysis.progress import Progress, report
 from analysis.refs import ModelRef, hash_files, list_checkpoints, resolve, weight_files
+from analysis.store import ResultStore
 
-SERIES_VERSION = 1
+SERIES_VERSION = 2
 LOSS_WINDOWS = 16
 
 
@@ -40,6 +42,13 @@ class CheckpointResult:
     seconds: dict
     duplicate_of: str | None = None
 
+    @classmethod
+    def from_record(cls, record: dict, step: int | None = None) -> CheckpointResult:
+        """From the JSON value ``measure_checkpoint`` stores; ``step`` fills in an unnumbered checkpoint."""
+        return cls(record["step"] if record["step"] is not None else step, record["revision"] or "",
+                   record["identity"], record["fingerprint"], [LayerPGA.from_record(x) for x in record["layers"]],
+                   record["loss"], record["seconds"])
+
 
 def weights_fingerprint(ref: ModelRef) -> str | None:
     """A hash of the weights alone: the Hub's published file hashes, else the files' contents."""
@@ -54,14 +63,16 @@ def weights_fingerprint(ref: ModelRef) -> str | None:
     return "sha256:" + hash_files(weight_files(ref.path, allow_pickle=True, name=ref.name))
 
 
-def check_series(name: str, revisions: list[str]) -> list[ModelRef]:
-    """Resolve every revision, listing all problems at once: missing revisions and mixed architectures."""
+def check_series(name: str, revisions: list[str], weights: bool = True) -> list[ModelRef]:
+    """Resolve every revision, listing all problems at once: missing revisions and mixed architectures.
+
+    ``weights=False`` fetches only a Hub model's config files (``analysis.sweep`` fetches the rest)."""
     require(len(revisions) >= 1, f"No checkpoints chosen for {name!r}; pick at least one.")
     available = {c.revision for c in list_checkpoints(name)}
     refs, problems = [], []
     for revision in revisions:
         try:
-            refs.append(resolve(name, revision or None))
+            refs.append(resolve(name, revision or None, weights=weights))
         except InputError as error:
             problems.append(str(error))
     if available and problems:
@@ -89,51 +100,73 @@ def flag_duplicates(results: list[CheckpointResult]) -> list[CheckpointResult]:
     return flagged
 
 
-def _measure(ref: ModelRef, corpus: Corpus, sampling: Sampling, settings: PGASettings, device: str,
-             cache: ResultCache, progress: Progress | None) -> dict:
+def checkpoint_spec(ref: ModelRef, dtype: str, corpus: Corpus, sampling: Sampling, settings: PGASettings) -> dict:
+    """Everything a checkpoint's record depends on: weights, dtype, text, sampling and settings."""
+    return {"model": ref.spec, "dtype": dtype, "corpus": corpus.spec, "sampling": sampling.spec,
+            "settings": settings.spec, "loss_windows": LOSS_WINDOWS}
+
+
+def measure_checkpoint(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: PGASettings,
+                       cache: ResultCache, progress: Progress | None = None) -> dict:
+    """A loaded checkpoint's per-layer PGA (every k and CCR depth of ``settings``) and held-out loss, as
+    plain JSON: ``{"name", "revision", "step", "identity", "fingerprint", "dtype", "device", "layers",
+    "loss", "seconds"}``. Hidden states and per-layer results go through ``cache``."""
     timings = {}
     start = time.perf_counter()
-    loaded = load(ref, device=device)
-    timings["load"] = time.perf_counter() - start
-    try:
-        start = time.perf_counter()
-        hidden, provenance = model_states(loaded, corpus, sampling, progress, cache)
-        sample = token_sample(loaded, corpus, sampling, cache)
-        timings["forward"] = time.perf_counter() - start
-        start = time.perf_counter()
-        layers = cached_pga(hidden, provenance["spec"], model_readout(loaded, cache), loaded.spec, settings,
-                            list(range(hidden.n_layers)), device, progress, cache)
-        timings["metrics"] = time.perf_counter() - start
-        start = time.perf_counter()
-        windows = heldout_windows(tokenised_corpus(loaded, corpus, cache), sample, sampling, LOSS_WINDOWS,
-                                  bos_token(loaded.tokenizer))
-        loss = mean_loss(loaded, windows)
-        timings["loss"] = time.perf_counter() - start
-    finally:
-        del loaded
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    return {"layers": layers, "loss": loss, "seconds": timings}
+    hidden, provenance = model_states(loaded, corpus, sampling, progress, cache)
+    sample = token_sample(loaded, corpus, sampling, cache)
+    timings["forward"] = time.perf_counter() - start
+    start = time.perf_counter()
+    layers = cached_pga(hidden, provenance["spec"], model_readout(loaded, cache), loaded.spec, settings,
+                        list(range(hidden.n_layers)), str(loaded.device), progress, cache)
+    timings["metrics"] = time.perf_counter() - start
+    start = time.perf_counter()
+    windows = heldout_windows(tokenised_corpus(loaded, corpus, cache), sample, sampling, LOSS_WINDOWS,
+                              bos_token(loaded.tokenizer))
+    loss = mean_loss(loaded, windows)
+    timings["loss"] = time.perf_counter() - start
+    ref = loaded.ref
+    return {"name": ref.name, "revision": ref.revision, "step": ref.step, "identity": ref.identity,
+            "fingerprint": weights_fingerprint(ref), "dtype": dtype_name(loaded.dtype), "device": str(loaded.device),
+            "layers": [layer.to_record() for layer in layers], "loss": float(loss),
+            "seconds": {name: round(value, 3) for name, value in timings.items()}}
+
+
+def free_memory() -> None:
+    """Collect released models and return the GPU's cached blocks."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def training_sweep(name: str, revisions: list[str], corpus: Corpus, sampling: Sampling,
                    settings: PGASettings | None = None, device: str = "auto",
-                   progress: Progress | None = None, cache: ResultCache | None = None) -> list[CheckpointResult]:
-    """Per-layer PGA (every k and CCR depth in ``settings``) and held-out loss for each checkpoint."""
+                   progress: Progress | None = None, cache: ResultCache | None = None,
+                   store: ResultStore | None = None, dtype: str = "auto") -> list[CheckpointResult]:
+    """Per-layer PGA (every k and CCR depth in ``settings``) and held-out loss for each checkpoint.
+
+    Each checkpoint's record is kept in ``store`` (default: ``cache``), intermediates in ``cache``."""
     cache, settings = cache or default_cache(), settings or PGASettings()
+    store = store or cache
     refs = check_series(name, revisions)
+    concrete = dtype_name(pick_dtype(dtype, pick_device(device)))
     results = []
     for number, ref in enumerate(refs):
         report(progress, "checkpoints", number, len(refs))
-        spec = {"model": ref.spec, "corpus": corpus.spec, "sampling": sampling.spec, "settings": settings.spec,
-                "loss_windows": LOSS_WINDOWS}
-        entry = cache.get_or_compute("checkpoint", SERIES_VERSION, spec,
-                                     lambda ref=ref: _measure(ref, corpus, sampling, settings, device, cache,
-                                                              progress))
-        value = entry.value
-        results.append(CheckpointResult(ref.step if ref.step is not None else number, ref.revision or "",
-                                        ref.identity, weights_fingerprint(ref), value["layers"], value["loss"],
-                                        value["seconds"]))
+
+        def compute(ref: ModelRef = ref) -> dict:
+            start = time.perf_counter()
+            loaded = load(ref, device=device, dtype=concrete)
+            load_seconds = round(time.perf_counter() - start, 3)
+            try:
+                record = measure_checkpoint(loaded, corpus, sampling, settings, cache, progress)
+                return {**record, "seconds": {"load": load_seconds, **record["seconds"]}}
+            finally:
+                del loaded
+                free_memory()
+
+        entry = store.get_or_compute("checkpoint", SERIES_VERSION,
+                                     checkpoint_spec(ref, concrete, corpus, sampling, settings), compute)
+        results.append(CheckpointResult.from_record(entry.value, step=number))
     report(progress, "checkpoints", len(refs), len(refs))
     return flag_duplicates(results)
