@@ -22,13 +22,13 @@ Every problem in a plan is reported at once, before anything runs.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.devices import DTYPES
 from analysis.errors import InputError, require
 
-KEYS = {"models", "corpus", "n_tokens", "seeds", "k", "ccr", "null_subspaces", "dtype", "retries", "name"}
+KEYS = {"models", "corpus", "n_tokens", "seeds", "k", "ccr", "null_subspaces", "dtype", "retries"}
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,6 @@ class SweepPlan:
     n_null: int = 100
     dtype: str = "auto"
     retries: int = 2
-    name: str = field(default="sweep")
 
 
 def read_plan(path: str | Path) -> dict:
@@ -100,37 +99,47 @@ def _model_entry(raw, problems: list[str]) -> ModelEntry | None:
     return ModelEntry(raw["model"], tuple(str(r) for r in revisions))
 
 
+SCALARS = {"n_tokens": ("n_tokens", 3), "null_subspaces": ("n_null", 2), "retries": ("retries", 0)}
+LISTS = {"seeds": ("seeds", 0), "k": ("ks", 1), "ccr": ("ccrs", 0)}
+
+
+def _numbers(raw: dict, problems: list[str]) -> dict:
+    values = {}
+    for key, (attribute, low) in SCALARS.items():
+        parsed = _ints(raw[key], key, problems, low) if key in raw else None
+        if parsed is not None and len(parsed) == 1:
+            values[attribute] = parsed[0]
+        elif parsed is not None:
+            problems.append(f"{key} must be one integer; got {raw[key]!r}.")
+    for key, (attribute, low) in LISTS.items():
+        parsed = _ints(raw[key], key, problems, low) if key in raw else None
+        if parsed is not None:
+            values[attribute] = tuple(dict.fromkeys(parsed))
+    return values
+
+
+def _texts(raw: dict, problems: list[str]) -> dict:
+    values = {}
+    if "corpus" in raw and not (isinstance(raw["corpus"], str) and raw["corpus"]):
+        problems.append(f"corpus must be a non-empty string; got {raw['corpus']!r}.")
+    elif "corpus" in raw:
+        values["corpus"] = raw["corpus"]
+    if "dtype" in raw and raw["dtype"] not in ("auto", *DTYPES):
+        problems.append(f"dtype must be one of auto, {', '.join(DTYPES)}; got {raw['dtype']!r}.")
+    elif "dtype" in raw:
+        values["dtype"] = raw["dtype"]
+    return values
+
+
 def parse_plan(raw: dict) -> SweepPlan:
     """Validate a plan mapping; InputError listing every problem found."""
-    problems = [f"Unknown key {key!r} in the plan (known: {', '.join(sorted(KEYS))})." for key in raw if key not in KEYS]
+    problems = [f"Unknown key {key!r} in the plan (known: {', '.join(sorted(KEYS))})."
+                for key in raw if key not in KEYS]
     models = raw.get("models")
     if not isinstance(models, list) or not models:
         problems.append("The plan needs 'models': a non-empty list of models.")
         models = []
     entries = [_model_entry(entry, problems) for entry in models]
-    values = {}
-    for key, attribute, low in (("n_tokens", "n_tokens", 3), ("null_subspaces", "n_null", 2), ("retries", "retries", 0)):
-        if key in raw:
-            parsed = _ints(raw[key], key, problems, low)
-            if parsed is not None and len(parsed) == 1:
-                values[attribute] = parsed[0]
-            elif parsed is not None:
-                problems.append(f"{key} must be one integer; got {raw[key]!r}.")
-    for key, attribute, low in (("seeds", "seeds", 0), ("k", "ks", 1), ("ccr", "ccrs", 0)):
-        if key in raw:
-            parsed = _ints(raw[key], key, problems, low)
-            if parsed is not None:
-                values[attribute] = tuple(dict.fromkeys(parsed))
-    for key in ("corpus", "name"):
-        if key in raw:
-            if isinstance(raw[key], str) and raw[key]:
-                values[key] = raw[key]
-            else:
-                problems.append(f"{key} must be a non-empty string; got {raw[key]!r}.")
-    if "dtype" in raw:
-        if raw["dtype"] in ("auto", *DTYPES):
-            values["dtype"] = raw["dtype"]
-        else:
-            problems.append(f"dtype must be one of auto, {', '.join(DTYPES)}; got {raw['dtype']!r}.")
+    values = {**_numbers(raw, problems), **_texts(raw, problems)}
     require(not problems, "The plan has problems: " + " ".join(problems))
     return SweepPlan(models=tuple(entries), **values)

@@ -13,8 +13,8 @@ import torch
 
 from analysis.cache import ResultCache, default_cache
 from analysis.corpus import Corpus, Sampling, bos_token
-from analysis.errors import InputError, require
 from analysis.devices import dtype_name, pick_device, pick_dtype
+from analysis.errors import InputError, require
 from analysis.hidden import token_sample, tokenised_corpus
 from analysis.loading import LoadedModel, load
 from analysis.loss import heldout_windows, mean_loss
