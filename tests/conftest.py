@@ -33,6 +33,18 @@ def tiny_models(tokenizer, tmp_path_factory):
     }
 
 
+STEPS = (0, 10, 20)
+
+
+@pytest.fixture(scope="session")
+def series(tokenizer, tmp_path_factory):
+    """A checkpoint folder of three differently seeded tiny GPT-NeoX models."""
+    root = tmp_path_factory.mktemp("series") / "neox"
+    for step in STEPS:
+        save_tiny_model(root / f"checkpoint-{step}", "gpt_neox", tokenizer, seed=step)
+    return root
+
+
 @pytest.fixture(scope="session")
 def neox_folder(tiny_models):
     return tiny_models[("gpt_neox", False)]

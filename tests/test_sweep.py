@@ -12,21 +12,11 @@ from analysis.plan import parse_plan, read_plan
 from analysis.series import CheckpointResult, training_sweep
 from analysis.store import ResultStore
 from analysis.sweep import NAMESPACE, run_sweep
-from analysis.tiny import save_tiny_model
+from tests.conftest import STEPS
 from tests.test_cli import run_cli
 
-STEPS = (0, 10, 20)
 PLAN = {"corpus": "builtin", "n_tokens": 48, "k": [8], "ccr": [0, 1], "null_subspaces": 10, "seeds": [0, 1],
         "dtype": "float32", "retries": 1}
-
-
-@pytest.fixture(scope="session")
-def series(tokenizer, tmp_path_factory):
-    """A checkpoint folder of three differently seeded tiny GPT-NeoX models."""
-    root = tmp_path_factory.mktemp("series") / "neox"
-    for step in STEPS:
-        save_tiny_model(root / f"checkpoint-{step}", "gpt_neox", tokenizer, seed=step)
-    return root
 
 
 def plan_of(series, **changes):
