@@ -6,12 +6,13 @@ identical to another's flagged, so a flat curve is never mistaken for a finding.
 from __future__ import annotations
 
 import gc
+import json
 import time
 from dataclasses import dataclass, replace
 
 import torch
 
-from analysis.cache import ResultCache, default_cache
+from analysis.cache import ResultCache, canonical_json, default_cache
 from analysis.corpus import Corpus, Sampling, bos_token
 from analysis.devices import dtype_name, pick_device, pick_dtype
 from analysis.errors import InputError, require
@@ -25,6 +26,7 @@ from analysis.progress import Progress, report
 from analysis.refs import ModelRef, hash_files, list_checkpoints, resolve, weight_files
 from analysis.store import ResultStore
 
+SERIES_NAMESPACE = "checkpoint"
 SERIES_VERSION = 2
 LOSS_WINDOWS = 16
 
@@ -41,6 +43,10 @@ class CheckpointResult:
     loss: float
     seconds: dict
     duplicate_of: str | None = None
+
+    def at(self, k: int, ccr: int) -> list[LayerPGA]:
+        """The per-layer results at one (k, CCR depth)."""
+        return [x for x in self.layers if (x.k, x.ccr) == (k, ccr)]
 
     @classmethod
     def from_record(cls, record: dict, step: int | None = None) -> CheckpointResult:
@@ -165,8 +171,47 @@ def training_sweep(name: str, revisions: list[str], corpus: Corpus, sampling: Sa
                 del loaded
                 free_memory()
 
-        entry = store.get_or_compute("checkpoint", SERIES_VERSION,
+        entry = store.get_or_compute(SERIES_NAMESPACE, SERIES_VERSION,
                                      checkpoint_spec(ref, concrete, corpus, sampling, settings), compute)
         results.append(CheckpointResult.from_record(entry.value, step=number))
     report(progress, "checkpoints", len(refs), len(refs))
     return flag_duplicates(results)
+
+
+@dataclass(frozen=True)
+class StoredSeries:
+    """One model's checkpoints in a result store, all computed with the same text, sampling, dtype and
+    settings (``spec``), ordered by step."""
+
+    name: str
+    spec: dict
+    results: list[CheckpointResult]
+
+    @property
+    def ks(self) -> list[int]:
+        return self.spec["settings"]["ks"]
+
+    @property
+    def ccrs(self) -> list[int]:
+        return self.spec["settings"]["ccrs"]
+
+    @property
+    def label(self) -> str:
+        sampling, settings = self.spec["sampling"], self.spec["settings"]
+        return (f"{self.name} · {len(self.results)} checkpoints · N {sampling['n_tokens']} · seed {sampling['seed']}"
+                f" · k {self.ks} · CCR {self.ccrs} · R {settings['n_null']} · {self.spec['dtype']}"
+                f" · text {self.spec['corpus']['sha256'][:8]}")
+
+
+def stored_series(store: ResultStore) -> list[StoredSeries]:
+    """Every model x settings group of checkpoint records in ``store`` (a sweep's output), no model loaded."""
+    groups: dict[tuple, list[dict]] = {}
+    for record in store.records(SERIES_NAMESPACE, SERIES_VERSION):
+        common = {key: value for key, value in record["spec"].items() if key != "model"}
+        groups.setdefault((record["value"]["name"], canonical_json(common)), []).append(record["value"])
+    found = []
+    for (name, common), values in sorted(groups.items()):
+        values.sort(key=lambda v: (v["step"] is None, v["step"] or 0, v["revision"] or ""))
+        results = flag_duplicates([CheckpointResult.from_record(v, step=i) for i, v in enumerate(values)])
+        found.append(StoredSeries(name, json.loads(common), results))
+    return found

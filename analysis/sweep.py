@@ -21,10 +21,15 @@ from analysis.pga import PGASettings, default_k
 from analysis.plan import SweepPlan
 from analysis.progress import Progress, report
 from analysis.refs import ModelRef, list_checkpoints
-from analysis.series import SERIES_VERSION, check_series, checkpoint_spec, free_memory, measure_checkpoint
+from analysis.series import (
+    SERIES_NAMESPACE,
+    SERIES_VERSION,
+    check_series,
+    checkpoint_spec,
+    free_memory,
+    measure_checkpoint,
+)
 from analysis.store import ResultStore, StoreFull
-
-NAMESPACE = "checkpoint"
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,7 @@ def run_job(job: Job, store_url: str, progress: Progress | None = None) -> int:
     """Compute and store every run of ``job`` that the store lacks; returns how many were computed."""
     store = ResultStore(store_url)
     pending = [(spec, run) for spec, run in zip(job.specs(), job.runs, strict=True)
-               if not store.has(NAMESPACE, SERIES_VERSION, spec)]
+               if not store.has(SERIES_NAMESPACE, SERIES_VERSION, spec)]
     if not pending:
         return 0
     cache = ResultCache(job.cache_dir) if job.cache_dir else default_cache()
@@ -141,7 +146,7 @@ def run_job(job: Job, store_url: str, progress: Progress | None = None) -> int:
             start = time.perf_counter()
             record = measure_checkpoint(loaded, job.corpus, sampling, settings, cache, progress)
             record["seconds"] = {"load": load_seconds, **record["seconds"]}
-            store.put(NAMESPACE, SERIES_VERSION, spec, record, time.perf_counter() - start)
+            store.put(SERIES_NAMESPACE, SERIES_VERSION, spec, record, time.perf_counter() - start)
     finally:
         del loaded
         free_memory()
@@ -149,7 +154,7 @@ def run_job(job: Job, store_url: str, progress: Progress | None = None) -> int:
 
 
 def is_stored(job: Job, store: ResultStore) -> bool:
-    return all(store.has(NAMESPACE, SERIES_VERSION, spec) for spec in job.specs())
+    return all(store.has(SERIES_NAMESPACE, SERIES_VERSION, spec) for spec in job.specs())
 
 
 def _reason(error: BaseException) -> str:

@@ -30,7 +30,7 @@ from analysis.pipeline import (
     model_states,
 )
 from analysis.refs import ModelRef, list_checkpoints, resolve
-from dashboard.state import ViewState
+from dashboard.state import ViewState, remember, url_int
 
 
 @st.cache_data(show_spinner=False, ttl=600)
@@ -171,6 +171,33 @@ def series(view: ViewState, model: str, revisions: list[str], k: int, ccr: int):
     with _Bar("Checkpoints") as bar:
         return training_sweep(model, revisions, corpus(view), sampling(view),
                               PGASettings(ks=(k,), ccrs=(ccr,), seed=view.seed), view.device, bar)
+
+
+@st.cache_data(show_spinner="Reading the sweep results ...", ttl=60)
+def stored(store_url: str) -> list:
+    """Every model x settings series a sweep left in the result store (re-read each minute)."""
+    from analysis.series import stored_series
+    from analysis.store import ResultStore
+
+    return stored_series(ResultStore(store_url))
+
+
+def sweep_source() -> list | None:
+    """The stored sweep series when the page should show them (the default when the store has any);
+    None to compute on this machine."""
+    from analysis.store import default_store_url
+
+    url = default_store_url()
+    with friendly_errors():
+        found = stored(url)
+    if not found:
+        return None
+    options = ["Sweep results", "Compute on this machine"]
+    choice = st.radio("Source", options, horizontal=True, index=url_int("computed", 0),
+                      help=f"Sweep results: {len(found)} model x settings series in {url} (RG_STORE), read "
+                           "without loading any model. Compute: the sidebar's model, on this machine.")
+    remember(computed=options.index(choice))
+    return found if choice == options[0] else None
 
 
 def train_demo_series() -> dict:

@@ -12,8 +12,34 @@ from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.state import demo_mode, sidebar
 
+
+def from_sweep(found: list) -> None:
+    """z against relative depth for the final stored checkpoint of each chosen series; no model loaded."""
+    chosen = st.multiselect("Series from the result store (the final checkpoint of each)", found,
+                            default=found[:6], format_func=lambda s: s.label)
+    ks = sorted(set.intersection(*(set(s.ks) for s in chosen))) if chosen else []
+    ccrs = sorted(set.intersection(*(set(s.ccrs) for s in chosen))) if chosen else []
+    if not ks or not ccrs:
+        st.warning("Choose series that share at least one k and one CCR depth.")
+        st.stop()
+    controls = st.columns(2)
+    k, ccr = controls[0].selectbox("k", ks), controls[1].selectbox("CCR depth", ccrs)
+    curves = {f"{s.name}@{s.results[-1].revision} · seed {s.spec['sampling']['seed']}": s.results[-1].at(k, ccr)
+              for s in chosen}
+    table = pd.DataFrame([{"series": name, "layer": x.layer, "relative_depth": x.layer / max(len(layers) - 1, 1),
+                           "z": x.z} for name, layers in curves.items() for x in layers])
+    chart(figures.z_by_relative_depth(curves), table, "z-relative-depth",
+          f"From the result store: k = {k}, CCR-{ccr}; held-out loss: "
+          + ", ".join(f"{s.name} {s.results[-1].loss:.2f}" for s in chosen))
+    st.info("Convergence between two models needs the models themselves: switch Source to compute here.")
+    st.stop()
+
+
 view = sidebar()
 st.title("Across models")
+found = compute.sweep_source()
+if found:
+    from_sweep(found)
 default = view.model + (f"@{view.revision}" if view.revision else "")
 text = st.text_area("Models, one per line (a reference, optionally @revision)", value=default,
                     disabled=demo_mode(), help="Each model is loaded in turn; results are cached on disk.")

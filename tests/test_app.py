@@ -117,3 +117,34 @@ def test_issue6_pages_on_a_tiny_model(tiny_models, page):
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
     assert charts(app)
+
+
+def test_sweep_results_appear_without_loading_the_models(series, tmp_path, monkeypatch):
+    import shutil
+
+    from analysis.backends import LocalBackend
+    from analysis.plan import parse_plan
+    from analysis.series import stored_series
+    from analysis.store import ResultStore
+    from analysis.sweep import run_sweep
+
+    shutil.copytree(series, tmp_path / "run")
+    plan = parse_plan({"models": [{"model": str(tmp_path / "run"), "revisions": "all"}], "n_tokens": 48, "k": [8],
+                       "ccr": [0, 1], "null_subspaces": 10, "dtype": "float32"})
+    store = ResultStore(tmp_path / "store")
+    assert run_sweep(plan, LocalBackend("cpu"), store, cache_dir=str(tmp_path / "cache")).ok
+    shutil.rmtree(tmp_path / "run")  # the pages must read the store, not the models
+    monkeypatch.setenv("RG_STORE", str(tmp_path / "store"))
+    (stored,) = stored_series(store)
+    expected = np.array([[x.z for x in r.at(8, 0)] for r in stored.results])
+
+    app = run_page("pages/training.py")
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    assert app.radio[0].value == "Sweep results" and app.selectbox[0].value == str(tmp_path / "run")
+    heatmap = np.asarray(decode(charts(app)[0]["data"][0]["z"]), dtype=float).ravel()
+    assert np.allclose(np.sort(heatmap), np.sort(expected.ravel()))
+
+    app = run_page("pages/models.py")
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    assert np.allclose(decode(charts(app)[0]["data"][0]["y"]), expected[-1])

@@ -9,8 +9,9 @@ import pytest
 
 from analysis.backends import LocalBackend, RayBackend, check_reachable
 from analysis.errors import InputError
+from analysis.series import SERIES_NAMESPACE as NAMESPACE
 from analysis.store import ResultStore
-from analysis.sweep import NAMESPACE, run_sweep
+from analysis.sweep import run_sweep
 from tests.test_cli import run_cli
 from tests.test_sweep import plan_of
 

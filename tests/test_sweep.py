@@ -9,9 +9,10 @@ from analysis.corpus import Sampling, builtin_corpus
 from analysis.errors import InputError
 from analysis.pga import PGASettings
 from analysis.plan import parse_plan, read_plan
+from analysis.series import SERIES_NAMESPACE as NAMESPACE
 from analysis.series import CheckpointResult, training_sweep
 from analysis.store import ResultStore
-from analysis.sweep import NAMESPACE, run_sweep
+from analysis.sweep import run_sweep
 from tests.conftest import STEPS
 from tests.test_cli import run_cli
 
