@@ -23,3 +23,10 @@ def test_ruff_passes():
     result = subprocess.run([ruff, "check", "--output-format", "concise", "."], cwd=ROOT,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+def test_the_gpu_benchmark_runs_at_smoke_size():
+    """bench/gpu.py is only timed on a GPU machine; here it must at least run end to end."""
+    result = subprocess.run([sys.executable, "bench/gpu.py", "--smoke"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "tokens/s" in result.stdout and "PGA sweep: 3 layers" in result.stdout
