@@ -185,6 +185,9 @@ def run_sweep(plan: SweepPlan, backend, store: ResultStore, progress: Progress |
             job = in_flight.pop(handle)
             outcome = outcomes[job.label]
             outcome.attempts += 1
+            if error is None and not is_stored(job, store):
+                error = InputError(f"The job finished but its records are not in {store.url}: the workers write "
+                                   "to a store this machine cannot see; give --store a shared folder or URL.")
             if error is None:
                 outcome.status, outcome.computed = "computed", computed
                 outcome.seconds = round(time.perf_counter() - started[job.label], 3)

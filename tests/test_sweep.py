@@ -128,3 +128,32 @@ def test_cli_sweep_twice(series, tmp_path):
     assert json.loads((tmp_path / "report.json").read_text())["ok"] is True
     bad = run_cli("sweep", "--model", str(tmp_path / "missing"), "--store", str(tmp_path / "store"))
     assert bad.returncode == 2 and "no such file or folder" in bad.stderr
+
+
+def test_records_written_where_this_machine_cannot_see_them_are_a_failure(series, tmp_path):
+    class ElsewhereBackend(LocalBackend):  # workers on another machine with their own, unshared store
+        def submit(self, job, store_url, progress=None):
+            return super().submit(job, str(tmp_path / "worker-local"), progress)
+
+    report = run_sweep(plan_of(series), ElsewhereBackend("cpu"), ResultStore(tmp_path / "store"),
+                       cache_dir=str(tmp_path / "cache"))
+    assert report.count("failed") == 3 and "give --store a shared folder" in report.summary()
+    assert [o.attempts for o in report.outcomes] == [1, 1, 1]
+
+
+def test_two_sweeps_writing_one_store_at_once(series, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.test_cli import ROOT
+
+    args = [sys.executable, "-m", "analysis", "sweep", "--model", str(series), "--revisions", "all", "--n-tokens",
+            "48", "--k", "8", "--ccr", "0,1", "--null-subspaces", "10", "--dtype", "float32", "--device", "cpu",
+            "--store", str(tmp_path / "store")]
+    sweeps = [subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]
+    outputs = [sweep.communicate(timeout=600) for sweep in sweeps]
+    assert [sweep.returncode for sweep in sweeps] == [0, 0], [err for _, err in outputs]
+    records = list(ResultStore(tmp_path / "store").records(NAMESPACE, 2))
+    assert len(records) == 3 and {r["value"]["revision"] for r in records} == {f"checkpoint-{s}" for s in STEPS}
+    assert not list((tmp_path / "store").rglob(".tmp-*")) and not list((tmp_path / "store").rglob("*.corrupt-*"))
