@@ -43,9 +43,10 @@ def compare(a: dict, b: dict) -> str:
     assert a.keys() == b.keys(), "the stores hold different records"
     fields = {key[-1] for key in a}
     differing = sorted({key[-1] for key in a if not np.array_equal(a[key], b[key], equal_nan=True)})
-    gap = max(float(np.nanmax(np.abs(a[key] - b[key]))) for key in a)
+    gap = max(float(np.nanmax(np.abs(a[key] - b[key]) / np.maximum(np.abs(a[key]), 1e-300))) for key in a)
     same = sorted(fields - set(differing))
-    return f"bit-identical: {', '.join(same)}; differing: {', '.join(differing) or 'none'} (max |diff| {gap:.1e})"
+    return (f"bit-identical: {', '.join(same)}; differing: {', '.join(differing) or 'none'} "
+            f"(max relative difference {gap:.1e})")
 
 
 def timed(plan, backend, store, cache: str) -> tuple[float, object]:
