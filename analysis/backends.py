@@ -47,9 +47,7 @@ class LocalBackend:
         job, store_url, job_progress = self._queue.pop(handle)
         try:
             return [(handle, run_job(job, store_url, _job_progress(job, job_progress)), None)]
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as error:  # noqa: BLE001 - any failure of a job is reported and maybe retried
+        except Exception as error:  # any failure of a job is reported, and retried unless it is bad input
             return [(handle, 0, error)]
 
     def cancel(self, handles: list) -> None:

@@ -15,6 +15,7 @@ A plan is a small YAML or JSON file (or the same keys given as flags)::
     null_subspaces: 100
     dtype: auto                             # bfloat16 on GPUs; float32 or float16 to force one
     retries: 2                              # extra attempts per job after a failure
+    allow_pickle: false                     # true to load pickled .bin weights (they can run code)
 
 Every problem in a plan is reported at once, before anything runs.
 """
@@ -28,7 +29,7 @@ from pathlib import Path
 from analysis.devices import DTYPES
 from analysis.errors import InputError, require
 
-KEYS = {"models", "corpus", "n_tokens", "seeds", "k", "ccr", "null_subspaces", "dtype", "retries"}
+KEYS = {"models", "corpus", "n_tokens", "seeds", "k", "ccr", "null_subspaces", "dtype", "retries", "allow_pickle"}
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class SweepPlan:
     n_null: int = 100
     dtype: str = "auto"
     retries: int = 2
+    allow_pickle: bool = False
 
 
 def read_plan(path: str | Path) -> dict:
@@ -128,6 +130,10 @@ def _texts(raw: dict, problems: list[str]) -> dict:
         problems.append(f"dtype must be one of auto, {', '.join(DTYPES)}; got {raw['dtype']!r}.")
     elif "dtype" in raw:
         values["dtype"] = raw["dtype"]
+    if "allow_pickle" in raw and not isinstance(raw["allow_pickle"], bool):
+        problems.append(f"allow_pickle must be true or false; got {raw['allow_pickle']!r}.")
+    elif "allow_pickle" in raw:
+        values["allow_pickle"] = raw["allow_pickle"]
     return values
 
 

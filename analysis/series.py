@@ -69,7 +69,7 @@ def weights_fingerprint(ref: ModelRef) -> str | None:
     return "sha256:" + hash_files(weight_files(ref.path, allow_pickle=True, name=ref.name))
 
 
-def check_series(name: str, revisions: list[str], weights: bool = True) -> list[ModelRef]:
+def check_series(name: str, revisions: list[str], weights: bool = True, allow_pickle: bool = False) -> list[ModelRef]:
     """Resolve every revision, listing all problems at once: missing revisions and mixed architectures.
 
     ``weights=False`` fetches only a Hub model's config files (``analysis.sweep`` fetches the rest)."""
@@ -78,7 +78,7 @@ def check_series(name: str, revisions: list[str], weights: bool = True) -> list[
     refs, problems = [], []
     for revision in revisions:
         try:
-            refs.append(resolve(name, revision or None, weights=weights))
+            refs.append(resolve(name, revision or None, allow_pickle, weights))
         except InputError as error:
             problems.append(str(error))
     if available and problems:

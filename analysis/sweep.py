@@ -42,6 +42,7 @@ class Job:
     dtype: str
     device: str = "auto"
     cache_dir: str | None = None
+    allow_pickle: bool = False
 
     @property
     def label(self) -> str:
@@ -105,7 +106,7 @@ def plan_jobs(plan: SweepPlan, dtype: str, device: str = "auto", cache_dir: str 
         corpus = None
     for entry in plan.models:
         try:
-            refs = check_series(entry.model, _revisions(entry), weights=False)
+            refs = check_series(entry.model, _revisions(entry), weights=False, allow_pickle=plan.allow_pickle)
             d = describe(refs[-1])["d_model"]
             ks = plan.ks or (default_k(d),)
             require(max(ks) <= d, f"k = {max(ks)} is larger than d = {d} of {entry.model!r}.")
@@ -115,18 +116,18 @@ def plan_jobs(plan: SweepPlan, dtype: str, device: str = "auto", cache_dir: str 
             continue
         runs = tuple((Sampling(plan.n_tokens, seed=seed), PGASettings(ks=ks, ccrs=plan.ccrs, n_null=plan.n_null,
                                                                        seed=seed)) for seed in plan.seeds)
-        jobs += [Job(ref, corpus, runs, dtype, device, cache_dir) for ref in refs]
+        jobs += [Job(ref, corpus, runs, dtype, device, cache_dir, plan.allow_pickle) for ref in refs]
     require(not problems, "The plan cannot run: " + " ".join(problems))
     return list({job.label: job for job in jobs}.values())
 
 
-def with_weights(ref: ModelRef) -> ModelRef:
+def with_weights(ref: ModelRef, allow_pickle: bool = False) -> ModelRef:
     """A Hub reference resolved with ``weights=False`` gets its weights, by commit SHA."""
     if ref.kind != "hub":
         return ref
     from analysis.hub import resolve_hub
 
-    _, folder = resolve_hub(ref.name, ref.identity)
+    _, folder = resolve_hub(ref.name, ref.identity, allow_pickle)
     return replace(ref, path=folder)
 
 
@@ -139,7 +140,7 @@ def run_job(job: Job, store_url: str, progress: Progress | None = None) -> int:
         return 0
     cache = ResultCache(job.cache_dir) if job.cache_dir else default_cache()
     start = time.perf_counter()
-    loaded = load(with_weights(job.ref), device=job.device, dtype=job.dtype)
+    loaded = load(with_weights(job.ref, job.allow_pickle), device=job.device, dtype=job.dtype)
     load_seconds = round(time.perf_counter() - start, 3)
     try:
         for spec, (sampling, settings) in pending:

@@ -30,10 +30,11 @@ def test_plan_files_and_every_problem_at_once(tmp_path):
     plan = parse_plan(read_plan(path))
     assert plan.models[0].revisions == ("step1", "step2") and plan.ks == (50, 100) and plan.seeds == (3,)
     with pytest.raises(InputError) as error:
-        parse_plan({"models": [], "k": [0], "dtype": "int8", "colour": "red", "n_tokens": [100, 200]})
+        parse_plan({"models": [], "k": [0], "dtype": "int8", "colour": "red", "n_tokens": [100, 200],
+                    "allow_pickle": "yes"})
     message = str(error.value)
     for fragment in ("Unknown key 'colour'", "non-empty list of models", "k must be an integer >= 1",
-                     "dtype must be one of", "n_tokens must be one integer"):
+                     "dtype must be one of", "n_tokens must be one integer", "allow_pickle must be true or false"):
         assert fragment in message
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(InputError, match="not valid json"):
