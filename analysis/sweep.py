@@ -61,7 +61,6 @@ class JobOutcome:
     attempts: int = 0
     errors: list[str] = field(default_factory=list)
     computed: int = 0
-    seconds: float = 0.0
 
 
 @dataclass
@@ -163,6 +162,14 @@ def _reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[:300]}" if text else type(error).__name__
 
 
+def _unseen(job: Job, store: ResultStore) -> InputError | None:
+    """An error when a job reported success but its records are not in the store this machine reads."""
+    if is_stored(job, store):
+        return None
+    return InputError(f"The job finished but its records are not in {store.url}: the workers write to a store "
+                      "this machine cannot see; give --store a shared folder or URL.")
+
+
 def run_sweep(plan: SweepPlan, backend, store: ResultStore, progress: Progress | None = None,
               cache_dir: str | None = None) -> SweepReport:
     """Run ``plan`` on ``backend`` (``analysis.backends``), writing to ``store``.
@@ -171,40 +178,36 @@ def run_sweep(plan: SweepPlan, backend, store: ResultStore, progress: Progress |
     (the same input fails the same way). A full store stops the sweep; what was written stays."""
     jobs = plan_jobs(plan, backend.concrete_dtype(plan.dtype), backend.device, cache_dir)
     outcomes = {job.label: JobOutcome(job.label) for job in jobs}
-    todo = []
+    todo = [job for job in jobs if not is_stored(job, store)]
+    waiting = {job.label for job in todo}
     for job in jobs:
-        if is_stored(job, store):
+        if job.label not in waiting:
             outcomes[job.label].status = "stored"
-        else:
-            todo.append(job)
     finished = len(jobs) - len(todo)
     report(progress, "jobs", finished, len(jobs))
     in_flight = {backend.submit(job, store.url, progress): job for job in todo}
-    started = {job.label: time.perf_counter() for job in todo}
     while in_flight:
         for handle, computed, error in backend.wait(list(in_flight), progress):
             job = in_flight.pop(handle)
             outcome = outcomes[job.label]
             outcome.attempts += 1
-            if error is None and not is_stored(job, store):
-                error = InputError(f"The job finished but its records are not in {store.url}: the workers write "
-                                   "to a store this machine cannot see; give --store a shared folder or URL.")
+            error = error or _unseen(job, store)
             if error is None:
                 outcome.status, outcome.computed = "computed", computed
-                outcome.seconds = round(time.perf_counter() - started[job.label], 3)
-            else:
+            elif not isinstance(error, InputError) and outcome.attempts <= plan.retries:
                 outcome.errors.append(_reason(error))
-                if isinstance(error, StoreFull):
-                    outcome.status = "failed"
-                    backend.cancel(list(in_flight))
-                    for other in in_flight.values():
-                        outcomes[other.label].errors.append("cancelled: the store is full")
-                    in_flight.clear()
-                    break
-                if not isinstance(error, InputError) and outcome.attempts <= plan.retries:
-                    in_flight[backend.submit(job, store.url, progress)] = job
-                    continue
+                in_flight[backend.submit(job, store.url, progress)] = job
+                continue
+            else:
                 outcome.status = "failed"
+                outcome.errors.append(_reason(error))
+            if isinstance(error, StoreFull):
+                backend.cancel(list(in_flight))
+                for other in in_flight.values():
+                    outcomes[other.label].errors.append("cancelled: the store is full")
+                in_flight.clear()
             finished += 1
             report(progress, "jobs", finished, len(jobs))
+            if not in_flight:
+                break
     return SweepReport(store.url, [outcomes[job.label] for job in jobs])
