@@ -30,13 +30,20 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server():
+def sweep_store(tmp_path_factory) -> Path:
+    """The result store the server reads (``RG_STORE``); empty until a test runs a sweep into it."""
+    return tmp_path_factory.mktemp("sweep-store")
+
+
+@pytest.fixture(scope="module")
+def server(sweep_store):
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "RG_STORE": str(sweep_store)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):  # the health endpoint answers once the server is up (bounded: 60 s)
         try:
@@ -130,3 +137,23 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
         wait_until_finished(browser)
         assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid=stException]")
         assert screenshot(browser, name, tmp_path).stat().st_size > 10_000
+
+
+def test_sweep_results_in_the_browser(server, browser, sweep_store, series, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    from analysis.backends import LocalBackend
+    from analysis.plan import parse_plan
+    from analysis.store import ResultStore
+    from analysis.sweep import run_sweep
+
+    plan = parse_plan({"models": [{"model": str(series), "revisions": "all"}], "n_tokens": 128, "k": [8, 16],
+                       "ccr": [0, 1], "dtype": "float32"})
+    assert run_sweep(plan, LocalBackend("cpu"), ResultStore(sweep_store), cache_dir=str(tmp_path)).ok
+    browser.get(f"{server}/training")
+    wait_until_finished(browser)
+    assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid=stException]")
+    heatmap = browser.execute_script("return document.querySelectorAll('.js-plotly-plot')[0]._fullData[0].z.length;")
+    assert heatmap == 4  # embeddings + 3 blocks, one column per stored checkpoint
+    assert "Sweep results" in browser.find_element(By.CSS_SELECTOR, "[data-testid=stRadio]").text
+    screenshot(browser, "across-training-sweep", tmp_path)
