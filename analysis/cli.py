@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--address", help="Ray cluster: host:port, ray://host:10001 or auto (default: start a local Ray)")
     plan.add_argument("--store", help="result store folder or fsspec URL (default: $RG_STORE or <cache>/store)")
     plan.add_argument("--device", default="auto", help="local backend: auto | cpu | cuda")
+    plan.add_argument("--dry-run", action="store_true", help="check the plan and list its jobs; run nothing")
     plan.add_argument("--json", type=Path, help="write the sweep report as JSON")
 
     demo = commands.add_parser("train-demo", help="train small GPT-NeoX models offline, saving checkpoints")

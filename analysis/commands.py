@@ -299,11 +299,19 @@ def sweep(args: argparse.Namespace) -> int:
     from analysis.backends import make_backend
     from analysis.plan import parse_plan
     from analysis.store import ResultStore
-    from analysis.sweep import run_sweep
+    from analysis.sweep import is_stored, plan_jobs, run_sweep
 
     plan = parse_plan(plan_from(args))
     store = ResultStore(args.store)
     backend = make_backend(args.backend, args.address, args.device)
+    if args.dry_run:
+        jobs = plan_jobs(plan, backend.concrete_dtype(plan.dtype), backend.device)
+        waiting = {job.label for job in jobs if not is_stored(job, store)}
+        for job in jobs:
+            print(f"{'to run' if job.label in waiting else 'stored'}  {job.label}")
+        print(f"{len(jobs)} jobs: {len(waiting)} to run, {len(jobs) - len(waiting)} already stored in {store.url}",
+              file=sys.stderr)
+        return 0
     outcome = run_sweep(plan, backend, store, TqdmProgress())
     print(outcome.summary(), file=sys.stderr)
     if args.json:

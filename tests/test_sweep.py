@@ -121,11 +121,15 @@ def test_cli_sweep_twice(series, tmp_path):
     args = ["sweep", "--model", str(series), "--revisions", "checkpoint-0,checkpoint-20", "--n-tokens", "48",
             "--k", "8", "--ccr", "1", "--null-subspaces", "10", "--dtype", "float32", "--device", "cpu",
             "--store", str(tmp_path / "store"), "--json", str(tmp_path / "report.json")]
+    planned = run_cli(*args, "--dry-run")
+    assert planned.returncode == 0 and "2 jobs: 2 to run, 0 already stored" in planned.stderr
+    assert planned.stdout.count("to run  ") == 2 and not (tmp_path / "store").exists()
     first = run_cli(*args)
     assert first.returncode == 0, first.stderr
     assert "2 jobs: 2 computed, 0 already stored" in first.stderr
     second = run_cli(*args)
     assert "2 jobs: 0 computed, 2 already stored" in second.stderr
+    assert "2 jobs: 0 to run, 2 already stored" in run_cli(*args, "--dry-run").stderr
     assert json.loads((tmp_path / "report.json").read_text())["ok"] is True
     bad = run_cli("sweep", "--model", str(tmp_path / "missing"), "--store", str(tmp_path / "store"))
     assert bad.returncode == 2 and "no such file or folder" in bad.stderr
