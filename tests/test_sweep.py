@@ -162,3 +162,19 @@ def test_two_sweeps_writing_one_store_at_once(series, tmp_path):
     records = list(ResultStore(tmp_path / "store").records(NAMESPACE, 2))
     assert len(records) == 3 and {r["value"]["revision"] for r in records} == {f"checkpoint-{s}" for s in STEPS}
     assert not list((tmp_path / "store").rglob(".tmp-*")) and not list((tmp_path / "store").rglob("*.corrupt-*"))
+
+
+def test_a_hub_model_is_planned_from_its_config_and_swept_by_commit(neox_folder, tmp_path, monkeypatch):
+    from huggingface_hub import constants
+
+    from tests.test_refs import SHA, _fake_hub_cache
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(_fake_hub_cache(tmp_path / "hf", neox_folder, ref="step1000")))
+    plan = parse_plan({**PLAN, "models": [{"model": "acme/tiny", "revisions": ["step1000"]}], "seeds": [0]})
+    store = ResultStore(tmp_path / "store")
+    report = run_sweep(plan, LocalBackend("cpu"), store, cache_dir=str(tmp_path / "cache"))
+    assert report.ok, report.summary()
+    (record,) = [r["value"] for r in store.records(NAMESPACE, 2)]
+    assert (record["name"], record["revision"], record["step"], record["identity"]) == ("acme/tiny", "step1000",
+                                                                                        1000, SHA)
