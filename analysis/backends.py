@@ -20,10 +20,15 @@ from analysis.sweep import Job, run_job
 CONNECT_TIMEOUT_S = 5.0
 
 
+def job_stage(label: str, stage: str) -> str:
+    """How one job's stage is named in the sweep's progress."""
+    return f"{label} · {stage}"
+
+
 def _job_progress(job: Job, progress: Progress | None) -> Progress | None:
     if progress is None:
         return None
-    return lambda stage, done, total: progress(f"{job.label} · {stage}", done, total)
+    return lambda stage, done, total: progress(job_stage(job.label, stage), done, total)
 
 
 class LocalBackend:
@@ -128,7 +133,7 @@ class RayBackend:
         ready, _ = self.ray.wait(handles, num_returns=1, timeout=1.0)
         if progress is not None:
             for (label, stage), (done, total) in self.ray.get(self._board.drain.remote()).items():
-                progress(f"{label} · {stage}", done, total)
+                progress(job_stage(label, stage), done, total)
         finished = []
         for handle in ready:
             try:

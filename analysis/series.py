@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import torch
@@ -138,6 +139,22 @@ def measure_checkpoint(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, 
             "seconds": {name: round(value, 3) for name, value in timings.items()}}
 
 
+def measure_runs(ref: ModelRef, device: str, dtype: str, corpus: Corpus, runs: list[tuple[Sampling, PGASettings]],
+                 cache: ResultCache, progress: Progress | None = None) -> Iterator[dict]:
+    """Load ``ref`` once and yield the record of each ``(sampling, settings)`` run (``measure_checkpoint``),
+    with the load time in its ``seconds``; the model's memory is freed once the runs are done."""
+    start = time.perf_counter()
+    loaded = load(ref, device=device, dtype=dtype)
+    load_seconds = round(time.perf_counter() - start, 3)
+    try:
+        for sampling, settings in runs:
+            record = measure_checkpoint(loaded, corpus, sampling, settings, cache, progress)
+            yield {**record, "seconds": {"load": load_seconds, **record["seconds"]}}
+    finally:
+        del loaded
+        free_memory()
+
+
 def free_memory() -> None:
     """Collect released models and return the GPU's cached blocks."""
     gc.collect()
@@ -161,15 +178,8 @@ def training_sweep(name: str, revisions: list[str], corpus: Corpus, sampling: Sa
         report(progress, "checkpoints", number, len(refs))
 
         def compute(ref: ModelRef = ref) -> dict:
-            start = time.perf_counter()
-            loaded = load(ref, device=device, dtype=concrete)
-            load_seconds = round(time.perf_counter() - start, 3)
-            try:
-                record = measure_checkpoint(loaded, corpus, sampling, settings, cache, progress)
-                return {**record, "seconds": {"load": load_seconds, **record["seconds"]}}
-            finally:
-                del loaded
-                free_memory()
+            (record,) = measure_runs(ref, device, concrete, corpus, [(sampling, settings)], cache, progress)
+            return record
 
         entry = store.get_or_compute(SERIES_NAMESPACE, SERIES_VERSION,
                                      checkpoint_spec(ref, concrete, corpus, sampling, settings), compute)

@@ -60,16 +60,14 @@ class ResultStore:
 
     def __init__(self, url: str | Path | None = None):
         import fsspec
+        from fsspec.implementations.local import LocalFileSystem
 
         self.url = str(url or default_store_url())
         try:
             self.fs, self.root = fsspec.core.url_to_fs(self.url)
         except (ImportError, ValueError) as error:
             raise InputError(f"Cannot open the result store {self.url!r}: {error}") from None
-        self.local = "file" in self.fs.protocol if isinstance(self.fs.protocol, tuple) else self.fs.protocol == "file"
-
-    def __reduce__(self):
-        return ResultStore, (self.url,)
+        self.local = isinstance(self.fs, LocalFileSystem)
 
     def path(self, namespace: str, version: int, spec: Any) -> str:
         """Where the result for ``spec`` lives (or would live)."""

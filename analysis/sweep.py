@@ -9,26 +9,17 @@ the jobs; this module decides what to run, retries failures a bounded number of 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 
 from analysis.cache import ResultCache, default_cache
 from analysis.corpus import Corpus, Sampling, load_corpus
 from analysis.errors import InputError, require
-from analysis.loading import load
 from analysis.model_info import describe
 from analysis.pga import PGASettings, default_k
 from analysis.plan import SweepPlan
 from analysis.progress import Progress, report
 from analysis.refs import ModelRef, list_checkpoints
-from analysis.series import (
-    SERIES_NAMESPACE,
-    SERIES_VERSION,
-    check_series,
-    checkpoint_spec,
-    free_memory,
-    measure_checkpoint,
-)
+from analysis.series import SERIES_NAMESPACE, SERIES_VERSION, check_series, checkpoint_spec, measure_runs
 from analysis.store import ResultStore, StoreFull
 
 
@@ -138,18 +129,10 @@ def run_job(job: Job, store_url: str, progress: Progress | None = None) -> int:
     if not pending:
         return 0
     cache = ResultCache(job.cache_dir) if job.cache_dir else default_cache()
-    start = time.perf_counter()
-    loaded = load(with_weights(job.ref, job.allow_pickle), device=job.device, dtype=job.dtype)
-    load_seconds = round(time.perf_counter() - start, 3)
-    try:
-        for spec, (sampling, settings) in pending:
-            start = time.perf_counter()
-            record = measure_checkpoint(loaded, job.corpus, sampling, settings, cache, progress)
-            record["seconds"] = {"load": load_seconds, **record["seconds"]}
-            store.put(SERIES_NAMESPACE, SERIES_VERSION, spec, record, time.perf_counter() - start)
-    finally:
-        del loaded
-        free_memory()
+    records = measure_runs(with_weights(job.ref, job.allow_pickle), job.device, job.dtype, job.corpus,
+                           [run for _, run in pending], cache, progress)
+    for (spec, _), record in zip(pending, records, strict=True):
+        store.put(SERIES_NAMESPACE, SERIES_VERSION, spec, record, sum(record["seconds"].values()))
     return len(pending)
 
 

@@ -193,7 +193,7 @@ def sweep_source() -> list | None:
     if not found:
         return None
     options = ["Sweep results", "Compute on this machine"]
-    choice = st.radio("Source", options, horizontal=True, index=url_int("computed", 0),
+    choice = st.radio("Source", options, horizontal=True, index=min(max(url_int("computed", 0), 0), 1),
                       help=f"Sweep results: {len(found)} model x settings series in {url} (RG_STORE), read "
                            "without loading any model. Compute: the sidebar's model, on this machine.")
     remember(computed=options.index(choice))

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from analysis import sweep as sweep_module
+from analysis import series as series_module
 from analysis.backends import LocalBackend
 from analysis.cache import ResultCache
 from analysis.corpus import Sampling, builtin_corpus
@@ -79,7 +79,7 @@ def test_local_sweep_stores_every_run_and_a_rerun_computes_nothing(series, tmp_p
 
 
 def test_failures_are_retried_a_bounded_number_of_times(series, tmp_path, monkeypatch):
-    real, attempts = sweep_module.measure_checkpoint, []
+    real, attempts = series_module.measure_checkpoint, []
 
     def flaky(loaded, *args, **kwargs):
         attempts.append(loaded.ref.revision)
@@ -87,7 +87,7 @@ def test_failures_are_retried_a_bounded_number_of_times(series, tmp_path, monkey
             raise RuntimeError("CUDA error: an illegal memory access")
         return real(loaded, *args, **kwargs)
 
-    monkeypatch.setattr(sweep_module, "measure_checkpoint", flaky)
+    monkeypatch.setattr(series_module, "measure_checkpoint", flaky)
     report = run_sweep(plan_of(series, retries=2), LocalBackend("cpu"), ResultStore(tmp_path / "store"),
                        cache_dir=str(tmp_path / "cache"))
     outcome = {o.label.split("@")[1].split()[0]: o for o in report.outcomes}
@@ -101,7 +101,7 @@ def test_input_errors_are_not_retried_and_a_full_store_stops_the_sweep(series, t
     def short_text(*args, **kwargs):
         raise InputError("The text is too short for 48 tokens.")
 
-    monkeypatch.setattr(sweep_module, "measure_checkpoint", short_text)
+    monkeypatch.setattr(series_module, "measure_checkpoint", short_text)
     report = run_sweep(plan_of(series), LocalBackend("cpu"), ResultStore(tmp_path / "a"), cache_dir=str(tmp_path))
     assert [o.attempts for o in report.outcomes] == [1, 1, 1]
     monkeypatch.undo()
