@@ -2,6 +2,6 @@
 
 import sys
 
-from analysis.cli import main
+from analysis.cli.parser import main
 
 sys.exit(main())

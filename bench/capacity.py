@@ -10,9 +10,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.epsilon import cosine_histogram, cosine_stats, pairwise_stats_by_blocks  # noqa: E402
-from analysis.refs import resolve  # noqa: E402
-from analysis.weights import read_matrix  # noqa: E402
+from analysis.capacity.epsilon import cosine_histogram, cosine_stats, pairwise_stats_by_blocks  # noqa: E402
+from analysis.models.refs import resolve  # noqa: E402
+from analysis.models.weights import read_matrix  # noqa: E402
 
 
 def timed(function):

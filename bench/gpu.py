@@ -20,14 +20,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.cache import ResultCache  # noqa: E402
-from analysis.corpus import Sampling, builtin_corpus  # noqa: E402
-from analysis.hidden import extract, token_sample  # noqa: E402
-from analysis.loading import load  # noqa: E402
-from analysis.pga import PGASettings, pga_sweep  # noqa: E402
-from analysis.readout import readout_basis  # noqa: E402
-from analysis.refs import resolve  # noqa: E402
-from analysis.tiny import train_tokenizer  # noqa: E402
+from analysis.activations.hidden import extract, token_sample  # noqa: E402
+from analysis.data.corpus import Sampling, builtin_corpus  # noqa: E402
+from analysis.geometry.pga import PGASettings, pga_sweep  # noqa: E402
+from analysis.geometry.readout import readout_basis  # noqa: E402
+from analysis.models.loading import load  # noqa: E402
+from analysis.models.refs import resolve  # noqa: E402
+from analysis.models.tiny import train_tokenizer  # noqa: E402
+from analysis.storage.cache import ResultCache  # noqa: E402
 
 SHAPES = {  # (d_model, layers, heads) of the Pythia suite
     "pythia-160m": (768, 12, 12), "pythia-410m": (1024, 24, 16), "pythia-1.4b": (2048, 24, 16),

@@ -18,11 +18,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.cache import ResultCache  # noqa: E402
-from analysis.corpus import Sampling, builtin_corpus  # noqa: E402
-from analysis.hidden import extract, token_sample  # noqa: E402
-from analysis.loading import load  # noqa: E402
-from analysis.refs import resolve  # noqa: E402
+from analysis.activations.hidden import extract, token_sample  # noqa: E402
+from analysis.data.corpus import Sampling, builtin_corpus  # noqa: E402
+from analysis.models.loading import load  # noqa: E402
+from analysis.models.refs import resolve  # noqa: E402
+from analysis.storage.cache import ResultCache  # noqa: E402
 
 
 def reference(loaded, sample) -> np.ndarray:

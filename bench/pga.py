@@ -21,9 +21,9 @@ from scipy.spatial.distance import pdist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.pga import PGASettings, null_bases, pga_sweep  # noqa: E402
-from analysis.readout import readout_basis  # noqa: E402
-from analysis.synthetic import planted_readout  # noqa: E402
+from analysis.geometry.pga import PGASettings, null_bases, pga_sweep  # noqa: E402
+from analysis.geometry.readout import readout_basis  # noqa: E402
+from analysis.geometry.synthetic import planted_readout  # noqa: E402
 
 
 def reference_layer(states, top, nulls):

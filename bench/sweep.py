@@ -17,12 +17,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.backends import LocalBackend, RayBackend  # noqa: E402
-from analysis.plan import parse_plan  # noqa: E402
-from analysis.series import SERIES_NAMESPACE, SERIES_VERSION  # noqa: E402
-from analysis.store import ResultStore  # noqa: E402
-from analysis.sweep import run_sweep  # noqa: E402
-from analysis.train_demo import DemoSettings, train_demo  # noqa: E402
+from analysis.models.train_demo import DemoSettings, train_demo  # noqa: E402
+from analysis.runs.backends import LocalBackend, RayBackend  # noqa: E402
+from analysis.runs.plan import parse_plan  # noqa: E402
+from analysis.runs.series import SERIES_NAMESPACE, SERIES_VERSION  # noqa: E402
+from analysis.runs.sweep import run_sweep  # noqa: E402
+from analysis.storage.store import ResultStore  # noqa: E402
 
 
 def numbers(store: ResultStore) -> dict:

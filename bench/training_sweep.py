@@ -9,12 +9,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.cache import ResultCache  # noqa: E402
-from analysis.corpus import Sampling, builtin_corpus  # noqa: E402
-from analysis.pga import PGASettings, default_k  # noqa: E402
-from analysis.refs import list_checkpoints  # noqa: E402
-from analysis.series import training_sweep  # noqa: E402
-from analysis.train_demo import DemoSettings, train_demo  # noqa: E402
+from analysis.data.corpus import Sampling, builtin_corpus  # noqa: E402
+from analysis.geometry.pga import PGASettings, default_k  # noqa: E402
+from analysis.models.refs import list_checkpoints  # noqa: E402
+from analysis.models.train_demo import DemoSettings, train_demo  # noqa: E402
+from analysis.runs.series import training_sweep  # noqa: E402
+from analysis.storage.cache import ResultCache  # noqa: E402
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The pages' only way into ``analysis``: cached calls with progress shown, errors made readable.
 
 Caching: the loaded model is a ``st.cache_resource`` with one entry (a new model releases the old);
-hidden states, readout bases and every metric come from the disk cache (``analysis.cache``), so a
+hidden states, readout bases and every metric come from the disk cache (``analysis.storage.cache``), so a
 second visitor, a second tab or a restarted app reads them instead of recomputing.
 """
 
@@ -13,14 +13,15 @@ import gc
 import streamlit as st
 import torch
 
-from analysis.capacity import capacity_report
-from analysis.corpus import Corpus, Sampling, builtin_corpus, load_corpus
+from analysis.activations.hidden import HiddenStates
+from analysis.capacity.formulas import capacity_report
+from analysis.data.corpus import Corpus, Sampling, builtin_corpus, load_corpus
 from analysis.errors import InputError
-from analysis.hidden import HiddenStates
-from analysis.loading import LoadedModel, load
-from analysis.model_info import describe
-from analysis.pga import LayerPGA, PGASettings
-from analysis.pipeline import (
+from analysis.geometry.pga import LayerPGA, PGASettings
+from analysis.models.card import describe
+from analysis.models.loading import LoadedModel, load
+from analysis.models.refs import ModelRef, list_checkpoints, resolve
+from analysis.runs.pipeline import (
     MatrixGeometry,
     cached_pga,
     embedding_unembedding_cosines,
@@ -29,7 +30,6 @@ from analysis.pipeline import (
     model_readout,
     model_states,
 )
-from analysis.refs import ModelRef, list_checkpoints, resolve
 from dashboard.state import ViewState, remember, url_int
 
 
@@ -166,7 +166,7 @@ def friendly_errors():
 
 def series(view: ViewState, model: str, revisions: list[str], k: int, ccr: int):
     """Per-checkpoint metrics and loss (each checkpoint cached on disk; a rerun resumes)."""
-    from analysis.series import training_sweep
+    from analysis.runs.series import training_sweep
 
     with _Bar("Checkpoints") as bar:
         return training_sweep(model, revisions, corpus(view), sampling(view),
@@ -176,8 +176,8 @@ def series(view: ViewState, model: str, revisions: list[str], k: int, ccr: int):
 @st.cache_data(show_spinner="Reading the sweep results ...", ttl=60)
 def stored(store_url: str) -> list:
     """Every model x settings series a sweep left in the result store (re-read each minute)."""
-    from analysis.series import stored_series
-    from analysis.store import ResultStore
+    from analysis.runs.series import stored_series
+    from analysis.storage.store import ResultStore
 
     return stored_series(ResultStore(store_url))
 
@@ -185,7 +185,7 @@ def stored(store_url: str) -> list:
 def sweep_source() -> list | None:
     """The stored sweep series when the page should show them (the default when the store has any);
     None to compute on this machine."""
-    from analysis.store import default_store_url
+    from analysis.storage.store import default_store_url
 
     url = default_store_url()
     with friendly_errors():
@@ -202,15 +202,15 @@ def sweep_source() -> list | None:
 
 def train_demo_series() -> dict:
     """Train the offline demo series into the cache folder (about two minutes on a laptop CPU)."""
-    from analysis.paths import cache_dir
-    from analysis.train_demo import train_demo
+    from analysis.models.train_demo import train_demo
+    from analysis.storage.paths import cache_dir
 
     with _Bar("Training the demo series") as bar:
         return train_demo(cache_dir() / "train-demo", progress=bar)
 
 
 def pooled(loaded: LoadedModel, texts: list[str]):
-    from analysis.pipeline import model_pooled
+    from analysis.runs.pipeline import model_pooled
 
     with _Bar("Pooling the texts") as bar:
         return model_pooled(loaded, texts, progress=bar)
@@ -218,7 +218,7 @@ def pooled(loaded: LoadedModel, texts: list[str]):
 
 def pooled_of(view: ViewState, model: str, texts: list[str]):
     """(pooled states, readout basis) of another model, loaded for the call and released."""
-    from analysis.pipeline import model_pooled
+    from analysis.runs.pipeline import model_pooled
 
     loaded = load(resolve(model), device=view.device)
     try:
@@ -230,6 +230,6 @@ def pooled_of(view: ViewState, model: str, texts: list[str]):
 
 @st.cache_data(show_spinner="Computing the token map (UMAP) ...", max_entries=8)
 def token_map(key: str, _states, _readout_k, ccr: int, seed: int):
-    from analysis.token_map import token_map as compute_map
+    from analysis.geometry.token_map import token_map as compute_map
 
     return compute_map(_states, _readout_k, ccr, seed)

@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass, replace
 
 import streamlit as st
 
-from analysis.builtin import BUILTIN_NAME
-from analysis.corpus import corpus_from_bytes
+from analysis.data.corpus import corpus_from_bytes
 from analysis.errors import InputError
-from analysis.refs import KNOWN_MODELS
+from analysis.models.builtin import BUILTIN_NAME
+from analysis.models.refs import KNOWN_MODELS
 
 SOURCES = ("Built-in default", "Known Hub model", "Hub id", "Local folder", "Checkpoint folder", "GGUF file")
 DEVICES = ("auto", "cpu", "cuda")

@@ -3,9 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from analysis import figures
-from analysis.capacity import CLASS_NOTES, FORMULAS
-from analysis.packing import fit_formulas, optimized_packing, random_packing
+from analysis.capacity.formulas import CLASS_NOTES, FORMULAS
+from analysis.capacity.packing import fit_formulas, optimized_packing, random_packing
+from analysis.results import figures
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.state import demo_mode, sidebar

@@ -4,10 +4,10 @@ same texts alike (full spaces, readout subspaces, random subspaces)."""
 import pandas as pd
 import streamlit as st
 
-from analysis import figures
-from analysis.convergence import convergence
-from analysis.corpus import builtin_corpus
-from analysis.pooling import text_chunks
+from analysis.activations.pooling import text_chunks
+from analysis.data.corpus import builtin_corpus
+from analysis.geometry.convergence import convergence
+from analysis.results import figures
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.state import demo_mode, sidebar

@@ -3,10 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from analysis import figures
 from analysis.errors import InputError
-from analysis.pga import default_k
-from analysis.probes import builtin_task, labelled_from_bytes, labelled_from_hub, probe_layers
+from analysis.geometry.pga import default_k
+from analysis.geometry.probes import builtin_task, labelled_from_bytes, labelled_from_hub, probe_layers
+from analysis.results import figures
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.state import demo_mode, sidebar, upload_limit_mb

@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from analysis import figures
-from analysis.pga import default_k
+from analysis.geometry.pga import default_k
+from analysis.results import figures
 from dashboard import compute
 from dashboard.export import chart, provenance, view_state_button
 from dashboard.state import remember, sidebar, url_int

@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from analysis import figures
-from analysis.pga import default_k
-from analysis.token_map import token_class
+from analysis.geometry.pga import default_k
+from analysis.geometry.token_map import token_class
+from analysis.results import figures
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.state import remember, sidebar, url_int

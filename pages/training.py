@@ -5,8 +5,8 @@ or are computed here (each cached on disk)."""
 import pandas as pd
 import streamlit as st
 
-from analysis import figures
-from analysis.pga import default_k
+from analysis.geometry.pga import default_k
+from analysis.results import figures
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.state import ViewState, remember, sidebar, url_int

@@ -3,10 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from analysis.capacity import CLASS_NOTES
-from analysis.figures import z_by_layer
-from analysis.pga import default_k
-from analysis.verdict import verdict, worst_late_layer
+from analysis.capacity.formulas import CLASS_NOTES
+from analysis.geometry.pga import default_k
+from analysis.geometry.verdict import verdict, worst_late_layer
+from analysis.results.figures import z_by_layer
 from dashboard import compute
 from dashboard.export import chart, provenance, view_state_button
 from dashboard.state import sidebar

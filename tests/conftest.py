@@ -12,8 +12,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
 
-from analysis.corpus import builtin_corpus  # noqa: E402
-from analysis.tiny import save_tiny_model, train_tokenizer  # noqa: E402
+from analysis.data.corpus import builtin_corpus  # noqa: E402
+from analysis.models.tiny import save_tiny_model, train_tokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="session")

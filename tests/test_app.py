@@ -122,11 +122,11 @@ def test_issue6_pages_on_a_tiny_model(tiny_models, page):
 def test_sweep_results_appear_without_loading_the_models(series, tmp_path, monkeypatch):
     import shutil
 
-    from analysis.backends import LocalBackend
-    from analysis.plan import parse_plan
-    from analysis.series import stored_series
-    from analysis.store import ResultStore
-    from analysis.sweep import run_sweep
+    from analysis.runs.backends import LocalBackend
+    from analysis.runs.plan import parse_plan
+    from analysis.runs.series import stored_series
+    from analysis.runs.sweep import run_sweep
+    from analysis.storage.store import ResultStore
 
     shutil.copytree(series, tmp_path / "run")
     plan = parse_plan({"models": [{"model": str(tmp_path / "run"), "revisions": "all"}], "n_tokens": 48, "k": [8],

@@ -2,9 +2,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, BertConfig, OPTConfig
 
-from analysis import arch
 from analysis.errors import InputError
-from analysis.tiny import expected_parameters, tiny_config
+from analysis.models import arch
+from analysis.models.tiny import expected_parameters, tiny_config
 
 
 @pytest.mark.parametrize("family", ["gpt_neox", "llama", "gpt2"])

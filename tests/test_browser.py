@@ -142,10 +142,10 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
 def test_sweep_results_in_the_browser(server, browser, sweep_store, series, tmp_path):
     from selenium.webdriver.common.by import By
 
-    from analysis.backends import LocalBackend
-    from analysis.plan import parse_plan
-    from analysis.store import ResultStore
-    from analysis.sweep import run_sweep
+    from analysis.runs.backends import LocalBackend
+    from analysis.runs.plan import parse_plan
+    from analysis.runs.sweep import run_sweep
+    from analysis.storage.store import ResultStore
 
     plan = parse_plan({"models": [{"model": str(series), "revisions": "all"}], "n_tokens": 128, "k": [8, 16],
                        "ccr": [0, 1], "dtype": "float32"})

@@ -3,7 +3,7 @@ import threading
 import numpy as np
 import pytest
 
-from analysis.cache import ResultCache, spec_key
+from analysis.storage.cache import ResultCache, spec_key
 
 
 @pytest.fixture

@@ -2,7 +2,15 @@ import math
 
 import pytest
 
-from analysis.capacity import FORMULAS, capacity, capacity_curves, capacity_report, classify, epsilon_for, min_dimension
+from analysis.capacity.formulas import (
+    FORMULAS,
+    capacity,
+    capacity_curves,
+    capacity_report,
+    classify,
+    epsilon_for,
+    min_dimension,
+)
 from analysis.errors import InputError
 
 

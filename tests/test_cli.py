@@ -45,7 +45,7 @@ def test_bad_input_exits_2_with_a_message(neox_folder):
 
 
 def test_pga_json_contract_from_arrays(tmp_path):
-    from analysis.synthetic import planted_readout
+    from analysis.geometry.synthetic import planted_readout
 
     states, w_u = planted_readout(n=80)
     np.save(tmp_path / "H.npy", np.stack([states, states]))

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from analysis.convergence import convergence, matched_pairs
 from analysis.errors import InputError
-from analysis.readout import readout_basis
-from analysis.token_map import token_class, token_map
+from analysis.geometry.convergence import convergence, matched_pairs
+from analysis.geometry.readout import readout_basis
+from analysis.geometry.token_map import token_class, token_map
 
 
 def pooled(seed=0, layers=3, units=40, d=24):

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from analysis.corpus import Sampling, builtin_corpus, corpus_from_bytes, load_corpus, sample_positions
+from analysis.data.corpus import Sampling, builtin_corpus, corpus_from_bytes, load_corpus, sample_positions
 from analysis.errors import InputError
 
 

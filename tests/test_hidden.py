@@ -2,13 +2,13 @@ import numpy as np
 import pytest
 import torch
 
-from analysis import arch
-from analysis.cache import ResultCache
-from analysis.corpus import Sampling, builtin_corpus
+from analysis.activations.hidden import extract, hidden_states, token_sample
+from analysis.data.corpus import Sampling, builtin_corpus
 from analysis.errors import InputError
-from analysis.hidden import extract, hidden_states, token_sample
-from analysis.loading import load
-from analysis.refs import resolve
+from analysis.models import arch
+from analysis.models.loading import load
+from analysis.models.refs import resolve
+from analysis.storage.cache import ResultCache
 
 SAMPLING = Sampling(n_tokens=96, window=32, skip=2, per_window=8, seed=0)
 
@@ -98,7 +98,7 @@ def test_a_gguf_transformers_cannot_read_is_named(tmp_path):
 
 
 def test_auto_dtype_is_bfloat16_only_where_the_cpu_computes_it(monkeypatch):
-    import analysis.devices as devices
+    import analysis.models.devices as devices
 
     cpu = torch.device("cpu")
     monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda: True)

@@ -2,9 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.capacity import FULL, epsilon_for
-from analysis.errors import InputError
-from analysis.packing import (
+from analysis.capacity.formulas import FULL, epsilon_for
+from analysis.capacity.packing import (
     PackingCell,
     fit_formulas,
     learning_rate,
@@ -13,6 +12,7 @@ from analysis.packing import (
     packing_gradient,
     random_packing,
 )
+from analysis.errors import InputError
 
 
 def test_exponent_and_learning_rate_rules():

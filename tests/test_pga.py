@@ -4,14 +4,14 @@ import scipy.stats
 import torch
 from scipy.spatial.distance import pdist
 
-from analysis.cache import ResultCache
-from analysis.ccr import fit_pca, remove_components
 from analysis.errors import InputError
-from analysis.pga import PGASettings, null_bases, pga_sweep
-from analysis.pipeline import cached_pga
-from analysis.ranks import centred_ranks, spearman_many
-from analysis.readout import readout_basis
-from analysis.synthetic import masked_readout, planted_readout
+from analysis.geometry.ccr import fit_pca, remove_components
+from analysis.geometry.pga import PGASettings, null_bases, pga_sweep
+from analysis.geometry.ranks import centred_ranks, spearman_many
+from analysis.geometry.readout import readout_basis
+from analysis.geometry.synthetic import masked_readout, planted_readout
+from analysis.runs.pipeline import cached_pga
+from analysis.storage.cache import ResultCache
 
 FAST = dict(n_null=30, n_bootstrap=200)
 

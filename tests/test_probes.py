@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from analysis.errors import InputError
-from analysis.probes import builtin_task, labelled_from_bytes, probe_layers
+from analysis.geometry.probes import builtin_task, labelled_from_bytes, probe_layers
 
 
 def planted(n=200, d=16, seed=0):
@@ -49,7 +49,7 @@ def test_csv_and_jsonl_read():
 
 
 def test_hub_data_without_the_hub_says_so(monkeypatch):
-    from analysis.probes import labelled_from_hub
+    from analysis.geometry.probes import labelled_from_hub
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")

@@ -7,11 +7,11 @@ import time
 import psutil
 import pytest
 
-from analysis.backends import LocalBackend, RayBackend, check_reachable
 from analysis.errors import InputError
-from analysis.series import SERIES_NAMESPACE as NAMESPACE
-from analysis.store import ResultStore
-from analysis.sweep import run_sweep
+from analysis.runs.backends import LocalBackend, RayBackend, check_reachable
+from analysis.runs.series import SERIES_NAMESPACE as NAMESPACE
+from analysis.runs.sweep import run_sweep
+from analysis.storage.store import ResultStore
 from tests.test_cli import run_cli
 from tests.test_sweep import plan_of
 

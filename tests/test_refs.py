@@ -4,9 +4,9 @@ import pytest
 import torch
 from huggingface_hub import constants
 
-from analysis import hub
 from analysis.errors import InputError
-from analysis.refs import PYTHIA_STEPS, list_checkpoints, resolve
+from analysis.models import hub
+from analysis.models.refs import PYTHIA_STEPS, list_checkpoints, resolve
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

@@ -2,12 +2,12 @@ import shutil
 
 import pytest
 
-from analysis.cache import ResultCache
-from analysis.corpus import Sampling, builtin_corpus
+from analysis.data.corpus import Sampling, builtin_corpus
 from analysis.errors import InputError
-from analysis.pga import PGASettings
-from analysis.series import check_series, training_sweep
-from analysis.train_demo import DemoSettings, train_demo
+from analysis.geometry.pga import PGASettings
+from analysis.models.train_demo import DemoSettings, train_demo
+from analysis.runs.series import check_series, training_sweep
+from analysis.storage.cache import ResultCache
 
 SAMPLING = Sampling(n_tokens=64, window=32, per_window=16)
 SETTINGS = PGASettings(ks=(8,), ccrs=(1,), n_null=10, n_bootstrap=50)

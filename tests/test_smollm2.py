@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.corpus import Sampling, builtin_corpus
-from analysis.hidden import hidden_states
-from analysis.loading import load
-from analysis.refs import resolve
+from analysis.activations.hidden import hidden_states
+from analysis.data.corpus import Sampling, builtin_corpus
+from analysis.models.loading import load
+from analysis.models.refs import resolve
 
 pytestmark = pytest.mark.slow
 
@@ -32,8 +32,8 @@ def test_hidden_state_shapes(smollm2):
 
 
 def test_pga_smoke_on_a_few_layers(smollm2):
-    from analysis.pga import PGASettings
-    from analysis.pipeline import cached_pga, model_readout, model_states
+    from analysis.geometry.pga import PGASettings
+    from analysis.runs.pipeline import cached_pga, model_readout, model_states
 
     hidden, provenance = model_states(smollm2, builtin_corpus(), Sampling(n_tokens=128, per_window=16))
     basis = model_readout(smollm2)
@@ -46,8 +46,8 @@ def test_pga_smoke_on_a_few_layers(smollm2):
 
 
 def test_embedding_epsilon_class_and_histogram():
-    from analysis.capacity import classify
-    from analysis.pipeline import matrix_geometry
+    from analysis.capacity.formulas import classify
+    from analysis.runs.pipeline import matrix_geometry
 
     geometry = matrix_geometry(resolve("smollm2-135m", weights=False), "embedding", device="cpu")
     stats = geometry.stats

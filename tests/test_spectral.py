@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from analysis.spectral import alpha_req, condition_number, isoscore, rankme
+from analysis.geometry.spectral import alpha_req, condition_number, isoscore, rankme
 
 
 def test_isoscore_extremes():

@@ -5,8 +5,8 @@ import multiprocessing
 
 import pytest
 
-from analysis import store as store_module
-from analysis.store import ResultStore, StoreFull
+from analysis.storage import store as store_module
+from analysis.storage.store import ResultStore, StoreFull
 
 SPEC = {"model": "m", "seed": 0}
 

@@ -2,17 +2,17 @@ import json
 
 import pytest
 
-from analysis import series as series_module
-from analysis.backends import LocalBackend
-from analysis.cache import ResultCache
-from analysis.corpus import Sampling, builtin_corpus
+from analysis.data.corpus import Sampling, builtin_corpus
 from analysis.errors import InputError
-from analysis.pga import PGASettings
-from analysis.plan import parse_plan, read_plan
-from analysis.series import SERIES_NAMESPACE as NAMESPACE
-from analysis.series import CheckpointResult, training_sweep
-from analysis.store import ResultStore
-from analysis.sweep import run_sweep
+from analysis.geometry.pga import PGASettings
+from analysis.runs import series as series_module
+from analysis.runs.backends import LocalBackend
+from analysis.runs.plan import parse_plan, read_plan
+from analysis.runs.series import SERIES_NAMESPACE as NAMESPACE
+from analysis.runs.series import CheckpointResult, training_sweep
+from analysis.runs.sweep import run_sweep
+from analysis.storage.cache import ResultCache
+from analysis.storage.store import ResultStore
 from tests.conftest import STEPS
 from tests.test_cli import run_cli
 
@@ -106,7 +106,7 @@ def test_input_errors_are_not_retried_and_a_full_store_stops_the_sweep(series, t
     assert [o.attempts for o in report.outcomes] == [1, 1, 1]
     monkeypatch.undo()
 
-    from analysis import store as store_module
+    from analysis.storage import store as store_module
 
     def full(path, data):
         raise OSError(28, "No space left on device")

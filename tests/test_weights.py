@@ -5,12 +5,12 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from analysis import arch
-from analysis.cache import ResultCache
 from analysis.errors import InputError
-from analysis.pipeline import embedding_unembedding_cosines, matrix_geometry
-from analysis.refs import resolve
-from analysis.weights import read_matrix
+from analysis.models import arch
+from analysis.models.refs import resolve
+from analysis.models.weights import read_matrix
+from analysis.runs.pipeline import embedding_unembedding_cosines, matrix_geometry
+from analysis.storage.cache import ResultCache
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def test_reads_only_the_shard_holding_the_tensor(sharded, monkeypatch):
     index = json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"]
     assert len(set(index.values())) > 3
     opened = []
-    import analysis.weights as weights
+    import analysis.models.weights as weights
 
     real = weights.safe_open
     monkeypatch.setattr(weights, "safe_open", lambda path, **kw: (opened.append(path), real(path, **kw))[1])

@@ -1,0 +1,1 @@
+"""Representational capacity: cosine statistics and epsilon, the capacity formulas, packing simulations."""

@@ -1,0 +1,179 @@
+"""Cosine-similarity statistics of a matrix's rows: mu, sigma, epsilon = mu + 2 sigma, histograms.
+
+Rows that are exactly zero are dropped, the rest L2-normalised; the statistics are over the signed
+cosine similarity of every pair i < j (no centring). With normalised rows ``x_i``, ``s = sum x_i`` and
+``G = X^T X`` (``[d, d]``), the pair sums need no ``[V, V]`` matrix:
+``sum_{i<j} cos = (||s||^2 - V) / 2`` and ``sum_{i<j} cos^2 = (||G||_F^2 - V) / 2`` (float64).
+The histogram (default 300 bins over [-1, 1], y = share of pairs) needs the pairs: exactly, by
+row blocks on the chosen device, or from a seeded uniform sample of pairs when asked.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from analysis.errors import InputError, require
+from analysis.models.devices import pick_device
+from analysis.progress import Progress, report
+
+BLOCK_ROWS = 1024
+SAMPLE_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class CosineStats:
+    """Moments of the pairwise cosine similarities of a matrix's non-zero rows."""
+
+    mu: float
+    sigma: float
+    n_rows: int
+    n_zero_rows: int
+    d: int
+
+    @property
+    def epsilon(self) -> float:
+        """``mu + 2 sigma``."""
+        return self.mu + 2 * self.sigma
+
+    @property
+    def n_pairs(self) -> int:
+        return self.n_rows * (self.n_rows - 1) // 2
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts of values in bins ``edges`` (``[bins + 1]``); ``sampled`` is the number of sampled pairs
+    (None when every pair was counted)."""
+
+    edges: np.ndarray
+    counts: np.ndarray
+    sampled: int | None = None
+
+    @property
+    def shares(self) -> np.ndarray:
+        return self.counts / max(int(self.counts.sum()), 1)
+
+    @property
+    def mean(self) -> float:
+        centres = (self.edges[:-1] + self.edges[1:]) / 2
+        return float((self.shares * centres).sum())
+
+
+def available_bytes(device: torch.device) -> int:
+    """Free memory on ``device``: CUDA's free bytes, or the machine's physical memory for the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def unit_rows(matrix: np.ndarray | torch.Tensor, device: torch.device) -> tuple[torch.Tensor, int]:
+    """(non-zero rows normalised to unit length, float32 on ``device``; number of zero rows dropped)."""
+    matrix = torch.as_tensor(matrix)
+    require(matrix.ndim == 2, f"Expected a [V, d] matrix; got shape {tuple(matrix.shape)}.")
+    need = matrix.shape[0] * matrix.shape[1] * 4 * 2
+    if need > available_bytes(device):
+        raise InputError(f"A {tuple(matrix.shape)} matrix needs about {need / 2**30:.1f} GiB on {device}, "
+                         f"more than is free; sample rows instead (max_rows / --max-rows).")
+    rows = matrix.to(device=device, dtype=torch.float32)
+    nonzero = rows.abs().amax(dim=1) > 0
+    kept = rows[nonzero]
+    require(len(kept) >= 2, f"The matrix has {len(kept)} non-zero rows; epsilon needs at least 2 "
+                            "(an all-zero matrix has no directions).")
+    norms = kept.to(torch.float64).norm(dim=1, keepdim=True)
+    return (kept.to(torch.float64) / norms).to(torch.float32), int((~nonzero).sum())
+
+
+def cosine_stats(matrix: np.ndarray | torch.Tensor, device: str = "auto") -> CosineStats:
+    """Exact mu and sigma of all pairwise cosines by the closed form (no ``[V, V]`` matrix)."""
+    torch_device = pick_device(device)
+    x, n_zero = unit_rows(matrix, torch_device)
+    n, d = x.shape
+    total = torch.zeros(d, dtype=torch.float64, device=torch_device)
+    gram = torch.zeros(d, d, dtype=torch.float64, device=torch_device)
+    for start in range(0, n, BLOCK_ROWS):
+        block = x[start:start + BLOCK_ROWS].to(torch.float64)
+        total += block.sum(dim=0)
+        gram += block.T @ block
+    pairs = n * (n - 1) / 2
+    mean = (float(total @ total) - n) / 2 / pairs
+    mean_square = (float(gram.square().sum()) - n) / 2 / pairs
+    return CosineStats(mean, math.sqrt(max(mean_square - mean**2, 0.0)), n, n_zero, d)
+
+
+def pair_blocks(x: torch.Tensor, block_rows: int = BLOCK_ROWS):
+    """Yield the cosines of every pair i < j of unit rows ``x``, one flat tensor per block of rows."""
+    n = len(x)
+    for start in range(0, n, block_rows):
+        rows = x[start:start + block_rows]
+        square = rows @ rows.T
+        yield square[torch.ones_like(square, dtype=torch.bool).triu(1)]
+        if start + block_rows < n:
+            yield (rows @ x[start + block_rows:].T).flatten()
+
+
+def pairwise_stats_by_blocks(matrix: np.ndarray | torch.Tensor, device: str = "auto") -> CosineStats:
+    """The same moments from explicit similarity blocks: the slow reference for the closed form."""
+    torch_device = pick_device(device)
+    x, n_zero = unit_rows(matrix, torch_device)
+    first = second = 0.0
+    for values in pair_blocks(x):
+        values = values.to(torch.float64)
+        first += float(values.sum())
+        second += float(values.square().sum())
+    pairs = len(x) * (len(x) - 1) / 2
+    mean = first / pairs
+    return CosineStats(mean, math.sqrt(max(second / pairs - mean**2, 0.0)), len(x), n_zero, x.shape[1])
+
+
+def cosine_histogram(matrix: np.ndarray | torch.Tensor, bins: int = 300, sample_pairs: int | None = None,
+                     seed: int = 0, device: str = "auto", progress: Progress | None = None) -> Histogram:
+    """Histogram of all pairwise cosines over [-1, 1] (exact, by blocks), or of ``sample_pairs``
+    pairs drawn uniformly (seeded, i != j, with replacement)."""
+    torch_device = pick_device(device)
+    x, _ = unit_rows(matrix, torch_device)
+    n = len(x)
+    edges = np.linspace(-1.0, 1.0, bins + 1)
+    counts = torch.zeros(bins, dtype=torch.int64, device=torch_device)
+    if sample_pairs is not None:
+        require(sample_pairs >= 1, f"sample_pairs must be at least 1; got {sample_pairs}.")
+        rng = np.random.default_rng(seed)
+        for start in range(0, sample_pairs, SAMPLE_CHUNK):
+            size = min(SAMPLE_CHUNK, sample_pairs - start)
+            i = torch.as_tensor(rng.integers(0, n, size), device=torch_device)
+            j = (i + torch.as_tensor(rng.integers(1, n, size), device=torch_device)) % n  # uniform j != i
+            counts += _bin((x[i] * x[j]).sum(1), bins)
+        return Histogram(edges, counts.cpu().numpy(), sample_pairs)
+    n_blocks = 2 * math.ceil(n / BLOCK_ROWS) - 1
+    for number, values in enumerate(pair_blocks(x)):
+        report(progress, "histogram by blocks", number, n_blocks)
+        counts += _bin(values, bins)
+    report(progress, "histogram by blocks", n_blocks, n_blocks)
+    return Histogram(edges, counts.cpu().numpy())
+
+
+def _bin(values: torch.Tensor, bins: int, chunk: int = 1 << 23) -> torch.Tensor:
+    """int64 counts per bin over [-1, 1]. ``torch.histc`` counts in the input's float32, exact only
+    below 2**24 per bin, so it runs on chunks of 2**23 values; ``values`` is clamped in place
+    (rounding can pass +-1)."""
+    flat = values.reshape(-1).clamp_(-1, 1)
+    counts = torch.zeros(bins, dtype=torch.int64, device=values.device)
+    for start in range(0, len(flat), chunk):
+        counts += torch.histc(flat[start:start + chunk], bins, -1, 1).to(torch.int64)
+    return counts
+
+
+def paired_cosines(first: np.ndarray | torch.Tensor, second: np.ndarray | torch.Tensor) -> np.ndarray:
+    """``[V]`` cos(first_i, second_i), e.g. each token's embedding against its unembedding row.
+
+    Rows where either vector is zero are dropped.
+    """
+    a, b = torch.as_tensor(first, dtype=torch.float64), torch.as_tensor(second, dtype=torch.float64)
+    require(a.shape == b.shape, f"The two matrices differ in shape: {tuple(a.shape)} vs {tuple(b.shape)}.")
+    norms = a.norm(dim=1) * b.norm(dim=1)
+    keep = norms > 0
+    return ((a[keep] * b[keep]).sum(1) / norms[keep]).numpy()

@@ -1,0 +1,1 @@
+"""``python -m analysis`` (and the ``readout-geometry`` command): argument parsing and the subcommands."""

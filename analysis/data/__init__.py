@@ -1,0 +1,1 @@
+"""Text and labelled data: corpora, tokenisation and the seeded token sample."""

@@ -1,0 +1,281 @@
+"""Subspace PGA (predictive-geometric alignment), per layer, against random subspaces.
+
+For one layer's hidden states ``H`` ``[N, d]`` and the readout basis ``V_k`` ``[d, k]``:
+  1. CCR-c: centre H, remove its top c principal components (``analysis.geometry.ccr``).
+  2. Cosine similarity of every pair i < j (or a seeded uniform sample of pairs, the same pairs
+     for the readout and every null draw), on the corrected H and on ``H V_k``. Spearman's rho of
+     the two is ``rho_readout``; cosine distance = 1 - similarity, so the ranks correlate the same.
+  3. Null: R subspaces uniform on the Grassmannian (QR of ``[d, k]`` standard Gaussians, seeded by
+     (seed, k); the same draws serve every layer and CCR depth).
+  4. ``z = (rho_readout - mean(null)) / std(null, ddof=1)``,
+     ``p = (1 + #{null >= rho_readout}) / (1 + R)``. z grows roughly like sqrt(N): show it with N.
+  5. ``z_interval``: 2.5 and 97.5 percentiles of z over bootstrap resamples of the R null draws,
+     the spread of z that comes from the null being random.
+Also per layer: the angle between each of the top principal directions of the centred states and
+V_k, ``theta_i = arccos ||V_k^T u_i||`` in degrees, the share ``||V_k^T u_i||^2`` of each direction
+inside V_k, the share of the total variance inside V_k, and the spectral metrics of the corrected
+states (``analysis.geometry.spectral``).
+
+Option ``ccr_fit="half"``: the mean and components are fitted on a seeded random half of the
+tokens, and everything is scored on the other half (N halves).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+import torch
+
+from analysis.errors import InputError, require
+from analysis.geometry.ccr import fit_pca, remove_components
+from analysis.geometry.ranks import centred_ranks, spearman_many
+from analysis.geometry.readout import ReadoutBasis
+from analysis.geometry.spectral import spectral_metrics
+from analysis.models.devices import pick_device
+from analysis.progress import Progress, report
+
+MEMORY_BUDGET_BYTES = 512 * 2**20
+
+
+@dataclass(frozen=True)
+class PGASettings:
+    """Every choice of the statistic; all part of the cache key. Defaults are the paper's."""
+
+    ks: tuple[int, ...] = (100,)
+    ccrs: tuple[int, ...] = (1,)
+    n_null: int = 100
+    seed: int = 0
+    max_pairs: int | None = None
+    ccr_fit: str = "same"
+    n_pcs: int = 10
+    alpha_fit: tuple[int, int] = (1, 100)
+    n_bootstrap: int = 1000
+
+    def __post_init__(self) -> None:
+        require(len(self.ks) >= 1 and len(self.ccrs) >= 1, "Give at least one k and one CCR depth.")
+        require(self.n_null >= 2, f"The number of null subspaces R must be at least 2; got {self.n_null}.")
+        require(self.ccr_fit in ("same", "half"), f"ccr_fit must be 'same' or 'half'; got {self.ccr_fit!r}.")
+        require(all(c >= 0 for c in self.ccrs), f"CCR depths must be >= 0; got {list(self.ccrs)}.")
+        require(self.max_pairs is None or self.max_pairs >= 3,
+                f"max_pairs must be at least 3 (or None for all pairs); got {self.max_pairs}.")
+
+    @property
+    def spec(self) -> dict:
+        return {**asdict(self), "ks": list(self.ks), "ccrs": list(self.ccrs), "alpha_fit": list(self.alpha_fit)}
+
+
+class NullMoments:
+    """Mean and sample standard deviation (ddof = 1) of a result's ``null`` draws."""
+
+    null: np.ndarray
+
+    @property
+    def null_mean(self) -> float:
+        return float(self.null.mean())
+
+    @property
+    def null_std(self) -> float:
+        return float(self.null.std(ddof=1))
+
+
+@dataclass(frozen=True)
+class LayerPGA(NullMoments):
+    """The PGA statistic and its companions for one (layer, k, CCR depth)."""
+
+    layer: int
+    k: int
+    ccr: int
+    n_tokens: int
+    n_pairs: int
+    rho_readout: float
+    null: np.ndarray = field(repr=False)
+    z: float
+    z_interval: tuple[float, float]
+    p_value: float
+    pc_angles_deg: np.ndarray = field(repr=False)
+    pc_share_in_readout: np.ndarray = field(repr=False)
+    variance_in_readout: float
+    rankme: float
+    alpha_req: float
+    isotropy: float
+    condition_number: float
+
+    @property
+    def pc1_angle_deg(self) -> float:
+        return float(self.pc_angles_deg[0])
+
+    def to_record(self) -> dict:
+        """Every field as plain JSON (arrays as lists); ``from_record`` restores it exactly."""
+        plain = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: value.tolist() if isinstance(value, np.ndarray) else list(value) if isinstance(value, tuple)
+                else value for name, value in plain.items()}
+
+    @classmethod
+    def from_record(cls, record: dict) -> LayerPGA:
+        arrays = {name: np.asarray(record[name], dtype=float) for name in ("null", "pc_angles_deg",
+                                                                          "pc_share_in_readout")}
+        return cls(**{**record, **arrays, "z_interval": tuple(record["z_interval"])})
+
+    def to_json(self) -> dict:
+        """The CLI contract's per-layer object (plus intervals, PC angles and the null itself)."""
+        return {
+            "layer": self.layer, "z": self.z, "rho_readout": self.rho_readout,
+            "null_mean": self.null_mean, "null_std": self.null_std, "p_value": self.p_value,
+            "pc1_angle_deg": self.pc1_angle_deg, "rankme": self.rankme, "alpha_req": self.alpha_req,
+            "isotropy": self.isotropy, "condition_number": self.condition_number,
+            "z_interval": list(self.z_interval), "pc_angles_deg": self.pc_angles_deg.tolist(),
+            "pc_share_in_readout": self.pc_share_in_readout.tolist(),
+            "variance_in_readout": self.variance_in_readout, "null": self.null.tolist(),
+        }
+
+
+def default_k(d: int) -> int:
+    """The paper's k = 100, but at most d / 4: at k = d every subspace keeps every distance (no z)."""
+    return min(100, max(1, d // 4))
+
+
+def validate_states(states: np.ndarray, d: int | None = None) -> np.ndarray:
+    """``[L, N, d]`` view of ``states`` (``[N, d]`` is one layer); InputError naming what is wrong."""
+    states = np.asarray(states)
+    require(states.ndim in (2, 3), f"Hidden states must be [N, d] (one layer) or [L, N, d]; got a "
+                                   f"{states.ndim}-D array of shape {states.shape}.")
+    states = states[None] if states.ndim == 2 else states
+    require(states.shape[1] >= 3, f"N = {states.shape[1]} token positions; PGA needs N >= 3.")
+    if d is not None:
+        require(states.shape[2] == d, f"Hidden states have width {states.shape[2]} but W_U has d = {d}; "
+                                      "they must come from the same model.")
+    bad = [i for i in range(len(states)) if not np.isfinite(states[i]).all()]
+    require(not bad, f"Hidden states hold NaN or Inf at layer(s) {bad}.")
+    return states
+
+
+def null_bases(d: int, k: int, n_null: int, seed: int) -> np.ndarray:
+    """``[R, d, k]`` orthonormal bases uniform on the Grassmannian, seeded by ``(seed, k)``."""
+    gaussian = np.random.default_rng([seed, k]).standard_normal((n_null, d, k))
+    q, _ = np.linalg.qr(gaussian)
+    return q
+
+
+def sample_pairs(n: int, max_pairs: int | None, seed: int) -> tuple[np.ndarray, int]:
+    """Flat indices ``i * n + j`` (i < j) of all pairs, or a seeded uniform sample of ``max_pairs``."""
+    rows, cols = np.triu_indices(n, 1)
+    flat = rows * n + cols
+    if max_pairs is not None and max_pairs < len(flat):
+        flat = np.sort(np.random.default_rng([seed, n]).choice(flat, max_pairs, replace=False))
+    return flat, len(flat)
+
+
+def _similarities(points: torch.Tensor, flat_pairs: torch.Tensor) -> torch.Tensor:
+    """Cosine similarity of the chosen pairs: ``points`` ``[m, N, k]`` -> ``[m, n_pairs]`` float32."""
+    unit = torch.nn.functional.normalize(points, dim=-1)
+    gram = unit @ unit.transpose(1, 2)
+    return gram.reshape(len(points), -1)[:, flat_pairs]
+
+
+def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, flat_pairs: torch.Tensor) -> np.ndarray:
+    """Spearman rho of full-space vs projected similarities for each basis in ``bases`` ``[m, d, k]``."""
+    n, d = corrected.shape
+    m, _, k = bases.shape
+    full = centred_ranks(_similarities(corrected[None], flat_pairs)[0])
+    projected = (corrected @ bases.permute(1, 0, 2).reshape(d, m * k)).reshape(n, m, k).permute(1, 0, 2)
+    per_subspace = n * n * 4 + len(flat_pairs) * 28
+    chunk = max(1, MEMORY_BUDGET_BYTES // per_subspace)
+    rhos = [spearman_many(full, _similarities(projected[i:i + chunk], flat_pairs))
+            for i in range(0, m, chunk)]
+    return torch.cat(rhos).cpu().numpy()
+
+
+def _zscore(rho: float, null: np.ndarray) -> np.ndarray:
+    """z along the last axis of ``null``; NaN where the null has no spread (e.g. k = d)."""
+    spread = null.std(axis=-1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(spread > 0, (rho - null.mean(axis=-1)) / spread, np.nan)
+
+
+def _z_interval(rho: float, null: np.ndarray, n_bootstrap: int, rng: np.random.Generator):
+    z = _zscore(rho, null[rng.integers(0, len(null), (n_bootstrap, len(null)))])
+    z = z[np.isfinite(z)]
+    if len(z) == 0:
+        return math.nan, math.nan
+    low, high = np.percentile(z, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _angles(components: torch.Tensor, readout_k: torch.Tensor, n_pcs: int):
+    inside = (readout_k.T @ components[:, :n_pcs]).norm(dim=0).clamp(max=1.0)
+    return torch.rad2deg(torch.arccos(inside)).cpu().numpy(), (inside**2).cpu().numpy()
+
+
+def _split(n: int, how: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows to fit CCR on, rows to score)."""
+    if how == "same":
+        rows = np.arange(n)
+        return rows, rows
+    order = np.random.default_rng([seed, n, 2]).permutation(n)
+    return np.sort(order[: n // 2]), np.sort(order[n // 2:])
+
+
+def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings = PGASettings(),
+              layers: list[int] | None = None, device: str = "auto",
+              progress: Progress | None = None) -> list[LayerPGA]:
+    """PGA for every layer in ``layers`` x k in ``settings.ks`` x CCR depth in ``settings.ccrs``.
+
+    ``states`` is ``[L, N, d]`` (or ``[N, d]``). Reused across the sweep: each layer's PCA (for all
+    CCR depths), each (layer, CCR) full-space ranks (for all k), each k's null bases (for all layers).
+    Returns one :class:`LayerPGA` per (layer, k, ccr), layer-major.
+    """
+    states = validate_states(states, basis.d)
+    n_layers, n_total, d = states.shape
+    layers = list(range(n_layers)) if layers is None else [int(i) for i in layers]
+    for layer in layers:
+        require(-n_layers <= layer < n_layers,
+                f"Layer {layer} is out of range: the states have layers 0..{n_layers - 1}.")
+    fit_rows, score_rows = _split(n_total, settings.ccr_fit, settings.seed)
+    n = len(score_rows)
+    require(n >= 3, f"N = {n} scored token positions; PGA needs N >= 3.")
+    for c in settings.ccrs:
+        require(c < min(len(fit_rows), d), f"CCR depth {c} is too large: it must be below "
+                                           f"min(N, d) = {min(len(fit_rows), d)}.")
+    for k in settings.ks:
+        basis.top(k)
+    torch_device = pick_device(device)
+    flat, n_pairs = sample_pairs(n, settings.max_pairs, settings.seed)
+    flat_pairs = torch.as_tensor(flat, device=torch_device)
+    candidates = {k: torch.as_tensor(np.concatenate([basis.top(k)[None], null_bases(d, k, settings.n_null,
+                                                     settings.seed)]), dtype=torch.float32, device=torch_device)
+                  for k in settings.ks}
+    results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
+    for layer in layers:
+        layer = layer % n_layers
+        x = torch.as_tensor(states[layer], device=torch_device)
+        try:
+            pca = fit_pca(x[fit_rows])
+        except torch.OutOfMemoryError:
+            raise InputError(f"Out of memory at layer {layer}: lower N or use the CPU.") from None
+        centred_cov_trace = float(pca.variances.sum())
+        for c in settings.ccrs:
+            corrected = remove_components(x[score_rows], pca, c)
+            spectrum = spectral_metrics(fit_pca(corrected).variances.cpu().numpy(), d, settings.alpha_fit)
+            corrected32 = corrected.to(torch.float32)
+            for k in settings.ks:
+                report(progress, "PGA by layer", done, total)
+                rhos = _subspace_rhos(corrected32, candidates[k], flat_pairs)
+                rho, null = float(rhos[0]), rhos[1:]
+                readout_k = candidates[k][0].to(torch.float64)
+                angles, shares = _angles(pca.components, readout_k, settings.n_pcs)
+                in_readout = float(((pca.components.T @ readout_k).square().sum(1) * pca.variances).sum())
+                rng = np.random.default_rng([settings.seed, layer, k, c])
+                results.append(LayerPGA(
+                    layer=layer, k=k, ccr=c, n_tokens=n, n_pairs=n_pairs, rho_readout=rho, null=null,
+                    z=float(_zscore(rho, null)),
+                    z_interval=_z_interval(rho, null, settings.n_bootstrap, rng),
+                    p_value=float((1 + (null >= rho).sum()) / (1 + len(null))),
+                    pc_angles_deg=angles, pc_share_in_readout=shares,
+                    variance_in_readout=in_readout / centred_cov_trace if centred_cov_trace > 0 else math.nan,
+                    **spectrum,
+                ))
+                done += 1
+    report(progress, "PGA by layer", total, total)
+    return results

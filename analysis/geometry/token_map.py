@@ -1,0 +1,45 @@
+"""A 2-D map (UMAP, seeded) of one layer's hidden states after CCR, with colourings per token:
+the projection on PC1, the share of the state inside V_k, and a coarse token class."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import torch
+
+from analysis.errors import require
+from analysis.geometry.ccr import fit_pca, remove_components
+
+
+def token_map(states: np.ndarray, readout_k: np.ndarray, ccr: int = 1, seed: int = 0,
+              n_neighbors: int = 15) -> dict[str, np.ndarray]:
+    """``coords`` ``[N, 2]``, ``pc1`` ``[N]`` (projection of the centred state on PC1) and
+    ``share_in_readout`` ``[N]`` (``||V_k^T h||^2 / ||h||^2`` of the corrected state h)."""
+    import umap
+
+    require(len(states) > n_neighbors + 1, f"The token map needs more points than neighbours: N = {len(states)}, "
+                                           f"n_neighbors = {n_neighbors}; raise N or lower n_neighbors.")
+    x = torch.as_tensor(states, dtype=torch.float64)
+    pca = fit_pca(x)
+    corrected = remove_components(x, pca, ccr)
+    inside = (corrected @ torch.as_tensor(readout_k, dtype=torch.float64)).square().sum(1)
+    share = (inside / corrected.square().sum(1).clamp(min=1e-30)).numpy()
+    pc1 = ((x - pca.mean) @ pca.components[:, 0]).numpy()
+    reducer = umap.UMAP(n_neighbors=n_neighbors, n_components=2, random_state=seed, n_jobs=1)
+    coords = reducer.fit_transform(corrected.numpy().astype(np.float32))
+    return {"coords": coords, "pc1": pc1, "share_in_readout": share}
+
+
+def token_class(text: str) -> str:
+    """word, number, punctuation, whitespace or other, from the decoded token."""
+    stripped = text.strip()
+    if not stripped:
+        return "whitespace"
+    if re.fullmatch(r"[^\W\d_]+", stripped):
+        return "word"
+    if re.fullmatch(r"\d+", stripped):
+        return "number"
+    if re.fullmatch(r"[^\w\s]+", stripped):
+        return "punctuation"
+    return "other"

@@ -1,0 +1,99 @@
+"""Load a resolved model reference into memory: weights, tokenizer, device, dtype.
+
+GGUF files are de-quantised by transformers on first load (about 20 s for the built-in model on a
+laptop); the de-quantised weights are then kept as safetensors under the models folder, keyed by the
+GGUF's SHA-256, so later loads take about a second. ``trust_remote_code`` is off unless asked for.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from analysis.errors import InputError
+from analysis.models import arch
+from analysis.models.devices import dtype_name, pick_device, pick_dtype
+from analysis.models.refs import ModelRef
+from analysis.progress import Progress, report
+from analysis.storage.paths import models_dir
+
+
+@dataclass
+class LoadedModel:
+    """A model in memory with its tokenizer, where it runs and what it is."""
+
+    ref: ModelRef
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    dtype: torch.dtype
+    anatomy: arch.Anatomy
+
+    @property
+    def spec(self) -> dict:
+        """The JSON-safe description cache keys use (identity, dtype)."""
+        return {**self.ref.spec, "dtype": dtype_name(self.dtype)}
+
+
+def load(ref: ModelRef, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
+         progress: Progress | None = None) -> LoadedModel:
+    """Load ``ref`` on ``device`` in ``dtype``; InputError for anything this project cannot read."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    torch_device = pick_device(device)
+    torch_dtype = pick_dtype(dtype, torch_device)
+    folder = gguf_as_safetensors(ref, progress) if ref.gguf_file else ref.path
+    kwargs = {"trust_remote_code": trust_remote_code}
+    report(progress, "load", 0, 2)
+    try:
+        config = AutoConfig.from_pretrained(folder, **kwargs)
+    except (ValueError, KeyError, OSError) as error:
+        raise InputError(f"Cannot read the configuration of {ref.name!r}: {error}") from None
+    arch.check_supported(config)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, **kwargs)
+    except torch.OutOfMemoryError:
+        raise InputError(f"Out of memory loading {ref.name!r} on {torch_device}: choose a smaller "
+                         "model, a lower-precision dtype, or the CPU.") from None
+    except (ValueError, OSError) as error:
+        raise InputError(f"transformers cannot load {ref.name!r}: {error}") from None
+    model.to(torch_device).eval()
+    report(progress, "load", 2, 2)
+    return LoadedModel(ref, model, tokenizer, torch_device, torch_dtype, arch.anatomy(model))
+
+
+def gguf_as_safetensors(ref: ModelRef, progress: Progress | None = None) -> Path:
+    """The de-quantised safetensors copy of a GGUF model, made on first use (atomic rename)."""
+    converted = models_dir() / f"gguf-{ref.identity.split(':')[-1][:16]}"
+    if (converted / "config.json").exists():
+        return converted
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    report(progress, "convert GGUF (first load only)", 0, 1)
+    source = {"gguf_file": ref.gguf_file}
+    try:
+        model = AutoModelForCausalLM.from_pretrained(ref.path, dtype=torch.float32, **source)
+        tokenizer = AutoTokenizer.from_pretrained(ref.path, **source)
+    except (ValueError, KeyError, OSError, RuntimeError) as error:
+        raise InputError(f"transformers cannot load the GGUF file {ref.name!r}: {error}") from None
+    partial = converted.with_name(f"{converted.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    model.hf_quantizer = None  # the weights are de-quantised floats now: save them as such
+    model.config.quantization_config = None
+    model.save_pretrained(partial)
+    tokenizer.save_pretrained(partial)
+    try:
+        partial.rename(converted)  # atomic; a concurrent loader may have won the race
+    except OSError:
+        shutil.rmtree(partial, ignore_errors=True)
+    del model
+    gc.collect()
+    report(progress, "convert GGUF (first load only)", 1, 1)
+    return converted

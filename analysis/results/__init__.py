@@ -1,0 +1,1 @@
+"""Result collections that give their tables and plotly figures; no math."""

@@ -1,0 +1,296 @@
+"""Plotly figures from result objects. No computation beyond arranging numbers; no streamlit."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from analysis.capacity.epsilon import CosineStats, Histogram
+from analysis.capacity.formulas import (
+    CLASS1_ABOVE,
+    CLASS2_BELOW,
+    FITTED_K,
+    FORMULAS,
+    FULL,
+    capacity,
+    capacity_curves,
+    epsilon_curves,
+)
+from analysis.geometry.pga import LayerPGA
+
+FORMULA_LABELS = {"full": "fully parameterised", "adjusted": "adjusted (C = 1.2934)",
+                  "jl_fitted": "JL fitted (C = 3.0295)", "jl_proven": "JL proven (C = 8)"}
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+
+
+def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
+    fig.update_layout(title=title, height=height, margin=dict(l=60, r=20, t=50, b=50),
+                      legend=dict(orientation="h", y=-0.2), template="plotly_white")
+    return fig
+
+
+def z_by_layer(curves: dict[str, list[LayerPGA]], title: str = "Readout alignment z by layer") -> go.Figure:
+    """z against layer for each named curve, with the bootstrap interval and the null band |z| <= 2."""
+    fig = go.Figure()
+    all_layers = [r.layer for results in curves.values() for r in results]
+    if all_layers:
+        fig.add_hrect(y0=-2, y1=2, fillcolor="grey", opacity=0.15, line_width=0,
+                      annotation_text="null mean +- 2 sd", annotation_position="top left")
+    for colour, (name, results) in zip(PALETTE, curves.items(), strict=False):
+        layers = [r.layer for r in results]
+        z = np.array([r.z for r in results])
+        low = np.array([r.z_interval[0] for r in results])
+        high = np.array([r.z_interval[1] for r in results])
+        fig.add_trace(go.Scatter(
+            x=layers, y=z, name=name, mode="lines+markers", line=dict(color=colour),
+            error_y=dict(type="data", symmetric=False, array=high - z, arrayminus=z - low, thickness=1),
+            customdata=np.stack([[r.rho_readout for r in results], [r.p_value for r in results]], axis=1),
+            hovertemplate="layer %{x}<br>z %{y:.2f}<br>rho %{customdata[0]:.4f}<br>p %{customdata[1]:.3f}",
+        ))
+    fig.add_hline(y=0, line_color="black", line_width=1)
+    fig.update_xaxes(title="layer (0 = embeddings)")
+    fig.update_yaxes(title="z (readout vs random subspaces)")
+    return _layout(fig, title)
+
+
+def null_distribution(result: LayerPGA) -> go.Figure:
+    """The layer's null rho values as a histogram, with a line at rho_readout."""
+    fig = go.Figure(go.Histogram(x=result.null, nbinsx=30, name="random subspaces", marker_color="#999"))
+    fig.add_vline(x=result.rho_readout, line_color="#d62728", line_width=3,
+                  annotation_text=f"readout rho = {result.rho_readout:.4f}", annotation_position="top")
+    fig.update_xaxes(title="Spearman rho (full vs projected distances)")
+    fig.update_yaxes(title="count")
+    return _layout(fig, f"Layer {result.layer}: null of {len(result.null)} random {result.k}-dim subspaces "
+                        f"(z = {result.z:.2f}, p = {result.p_value:.3f})")
+
+
+def pc_angle_by_layer(results: list[LayerPGA]) -> go.Figure:
+    """PC1 angle to V_k against layer."""
+    fig = go.Figure(go.Scatter(x=[r.layer for r in results], y=[r.pc1_angle_deg for r in results],
+                               mode="lines+markers", name="PC1"))
+    fig.add_hline(y=90, line_dash="dot", annotation_text="90 deg: dark direction")
+    fig.update_yaxes(title="angle to V_k (degrees)", range=[0, 92])
+    fig.update_xaxes(title="layer")
+    return _layout(fig, "Angle between the top principal direction and the readout subspace")
+
+
+def pc_angle_heatmap(results: list[LayerPGA]) -> go.Figure:
+    """Angles of PC1..PCn to V_k: layers x components."""
+    angles = np.array([r.pc_angles_deg for r in results])
+    fig = go.Figure(go.Heatmap(z=angles.T, x=[r.layer for r in results],
+                               y=[f"PC{i + 1}" for i in range(angles.shape[1])], colorscale="Viridis",
+                               zmin=0, zmax=90, colorbar=dict(title="deg")))
+    fig.update_xaxes(title="layer")
+    return _layout(fig, "Angles of PC1..PC10 to the readout subspace", height=340)
+
+
+SPECTRAL = (("z", "z"), ("rankme", "RankMe"), ("alpha_req", "alpha-ReQ"), ("isotropy", "IsoScore"),
+            ("condition_number", "condition number"))
+
+
+def spectral_small_multiples(results: list[LayerPGA]) -> go.Figure:
+    """z beside RankMe, alpha-ReQ, IsoScore and the condition number, one panel each, against layer."""
+    fig = make_subplots(rows=1, cols=len(SPECTRAL), subplot_titles=[label for _, label in SPECTRAL])
+    layers = [r.layer for r in results]
+    for column, (field, label) in enumerate(SPECTRAL, start=1):
+        fig.add_trace(go.Scatter(x=layers, y=[getattr(r, field) for r in results], mode="lines+markers",
+                                 name=label, showlegend=False), row=1, col=column)
+    fig.update_yaxes(type="log", row=1, col=len(SPECTRAL))
+    return _layout(fig, "Spectral metrics beside z (they stay flat where z swings)", height=300)
+
+
+def cosine_histogram_figure(histogram: Histogram, stats: CosineStats, title: str) -> go.Figure:
+    """Share of pairs per cosine bin, with lines at mu and at epsilon = mu + 2 sigma."""
+    centres = (histogram.edges[:-1] + histogram.edges[1:]) / 2
+    fig = go.Figure(go.Bar(x=centres, y=histogram.shares, width=histogram.edges[1] - histogram.edges[0],
+                           marker_color="#1f77b4", name="pairs"))
+    fig.add_vline(x=stats.mu, line_dash="dot", annotation_text=f"mu = {stats.mu:.3f}")
+    fig.add_vline(x=stats.epsilon, line_color="#d62728", line_width=3,
+                  annotation_text=f"epsilon = mu + 2 sigma = {stats.epsilon:.3f}")
+    counted = f"{histogram.sampled:,} sampled pairs" if histogram.sampled else f"all {stats.n_pairs:,} pairs"
+    fig.update_xaxes(title="cosine similarity", range=[-1, 1])
+    fig.update_yaxes(title="share of pairs")
+    return _layout(fig, f"{title} ({counted}, {stats.n_rows:,} rows)")
+
+
+def paired_cosine_figure(histogram: Histogram) -> go.Figure:
+    """Histogram of cos(E_i, U_i) across tokens."""
+    centres = (histogram.edges[:-1] + histogram.edges[1:]) / 2
+    fig = go.Figure(go.Bar(x=centres, y=histogram.shares, width=histogram.edges[1] - histogram.edges[0],
+                           marker_color="#2ca02c"))
+    fig.update_xaxes(title="cos(E_i, U_i)", range=[-1, 1])
+    fig.update_yaxes(title="share of tokens")
+    return _layout(fig, f"Each token's embedding vs its unembedding row ({int(histogram.counts.sum()):,} tokens)")
+
+
+def capacity_figure(d: int, eps: float) -> go.Figure:
+    """Capacity against epsilon at this d under each formula (log y), the model's point, the class
+    zones, and the epsilon range where the full form leaves its fitted k range shaded."""
+    curves = capacity_curves(d, np.linspace(0.01, min(1.0, max(0.3, 1.15 * eps)), 300))
+    grid = curves["eps"]
+    fig = go.Figure()
+    outside = (curves["full"] < FITTED_K[0]) | (curves["full"] > FITTED_K[1])
+    for start, stop in _runs(outside):
+        fig.add_vrect(x0=grid[start], x1=grid[stop], fillcolor="orange", opacity=0.12, line_width=0)
+    fig.add_vrect(x0=CLASS2_BELOW, x1=CLASS1_ABOVE, fillcolor="grey", opacity=0.1, line_width=0,
+                  annotation_text="between classes", annotation_position="top")
+    for colour, name in zip(PALETTE, FORMULAS, strict=False):
+        fig.add_trace(go.Scatter(x=grid, y=curves[name], mode="lines", name=FORMULA_LABELS[name],
+                                 line=dict(color=colour)))
+    points = [min(capacity(eps, d, name), 1e300) for name in FORMULAS]
+    fig.add_trace(go.Scatter(x=[eps] * len(FORMULAS), y=points, mode="markers", name="this model",
+                             marker=dict(size=12, symbol="star", color="black")))
+    fig.update_yaxes(type="log", title="capacity k (directions)")
+    fig.update_xaxes(title="epsilon", range=[grid[0], grid[-1]])
+    return _layout(fig, f"Capacity against epsilon at d = {d} (orange: full form outside its fitted "
+                        "k range, extrapolation)", height=420)
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) index of each run of True in ``mask``."""
+    runs, start = [], None
+    for index, flag in enumerate(mask):
+        if flag and start is None:
+            start = index
+        if not flag and start is not None:
+            runs.append((start, index - 1))
+            start = None
+    if start is not None:
+        runs.append((start, len(mask) - 1))
+    return runs
+
+
+def packing_figure(cells: list, fits: dict | None = None) -> go.Figure:
+    """eps* of simulated cells against k for each d, with the fitted full-form curves."""
+    fig = go.Figure()
+    for colour, d in zip(PALETTE, sorted({c.d for c in cells}), strict=False):
+        mine = sorted((c for c in cells if c.d == d), key=lambda c: c.k)
+        fig.add_trace(go.Scatter(x=[c.k for c in mine], y=[c.eps_star for c in mine], mode="markers",
+                                 name=f"d = {d} ({mine[0].method})", marker=dict(color=colour, size=10)))
+        ks = np.geomspace(max(min(c.k for c in mine) / 2, d + 1), max(c.k for c in mine) * 2, 60)
+        fitted = (fits or {}).get("full", {})
+        constants = fitted if "C" in fitted else FULL
+        eps = np.sqrt(constants["C"] * np.maximum(constants["a"] * np.log(ks) - np.log(d), 0) ** constants["b"]
+                      / d ** constants["c"])
+        fig.add_trace(go.Scatter(x=ks, y=eps, mode="lines", line=dict(color=colour, dash="dot"),
+                                 name=f"full form, d = {d}" + (" (fitted)" if "C" in fitted else " (paper)")))
+    fig.update_xaxes(type="log", title="k (vectors)")
+    fig.update_yaxes(title="eps* (max |cos|)")
+    return _layout(fig, "Packing simulations and the fully parameterised form")
+
+
+def readout_spectrum(singular_values: np.ndarray, k: int) -> go.Figure:
+    """Singular values of W_U by rank (log y), with the readout cut at k."""
+    ranks = np.arange(1, len(singular_values) + 1)
+    fig = go.Figure(go.Scatter(x=ranks, y=singular_values, mode="lines", name="singular value"))
+    fig.add_vline(x=k, line_color="#d62728", annotation_text=f"k = {k}")
+    fig.update_yaxes(type="log", title="singular value of W_U")
+    fig.update_xaxes(title="rank")
+    return _layout(fig, "Unembedding spectrum: V_k spans the top k right singular vectors", height=300)
+
+
+def epsilon_by_dimension(k: float, d: int, eps: float) -> go.Figure:
+    """epsilon needed to hold k directions against d under each formula, with the model's point."""
+    curves = epsilon_curves(k)
+    fig = go.Figure()
+    for colour, name in zip(PALETTE, FORMULAS, strict=False):
+        fig.add_trace(go.Scatter(x=curves["d"], y=curves[name], mode="lines", name=FORMULA_LABELS[name],
+                                 line=dict(color=colour)))
+    fig.add_trace(go.Scatter(x=[d], y=[eps], mode="markers", name="this model",
+                             marker=dict(size=12, symbol="star", color="black")))
+    fig.update_xaxes(type="log", title="d (dimensions)")
+    fig.update_yaxes(title="epsilon")
+    return _layout(fig, f"epsilon needed for k = {k:,.0f} directions against d")
+
+
+def checkpoint_heatmaps(series: list, k: int, ccr: int) -> go.Figure:
+    """z (diverging, centred on 0) and the PC1 angle as layer x checkpoint heatmaps, loss beneath.
+
+    ``series`` is a list of ``analysis.runs.series.CheckpointResult``; duplicated weights are marked with *.
+    """
+    labels = [f"{r.step}" + (f" * (= {r.duplicate_of})" if r.duplicate_of else "") for r in series]
+
+    def grid(field: str) -> np.ndarray:
+        return np.array([[getattr(x, field) for x in r.layers if (x.k, x.ccr) == (k, ccr)] for r in series]).T
+
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, row_heights=[0.4, 0.4, 0.2], vertical_spacing=0.06,
+                        subplot_titles=[f"z (k = {k}, CCR-{ccr})", "PC1 angle to V_k (degrees)",
+                                        "held-out loss (nats/token)"])
+    z = grid("z")
+    limit = float(np.nanmax(np.abs(z))) if z.size else 1.0
+    fig.add_trace(go.Heatmap(z=z, x=labels, colorscale="RdBu", zmid=0, zmin=-limit, zmax=limit,
+                             colorbar=dict(title="z", y=0.8, len=0.4)), row=1, col=1)
+    fig.add_trace(go.Heatmap(z=grid("pc1_angle_deg"), x=labels, colorscale="Viridis", zmin=0, zmax=90,
+                             colorbar=dict(title="deg", y=0.35, len=0.4)), row=2, col=1)
+    fig.add_trace(go.Scatter(x=labels, y=[r.loss for r in series], mode="lines+markers", name="loss"),
+                  row=3, col=1)
+    fig.update_yaxes(title="layer", row=1, col=1)
+    fig.update_yaxes(title="layer", row=2, col=1)
+    fig.update_xaxes(title="checkpoint step (* = weights identical to an earlier checkpoint)", type="category",
+                     row=3, col=1)
+    return _layout(fig, "Across training", height=760)
+
+
+def z_by_relative_depth(curves: dict[str, list[LayerPGA]]) -> go.Figure:
+    """z curves of several models (or checkpoints) against relative depth (layer / last layer)."""
+    fig = go.Figure()
+    fig.add_hrect(y0=-2, y1=2, fillcolor="grey", opacity=0.15, line_width=0)
+    for colour, (name, results) in zip(PALETTE, curves.items(), strict=False):
+        last = max(r.layer for r in results)
+        fig.add_trace(go.Scatter(x=[r.layer / last for r in results], y=[r.z for r in results], mode="lines+markers",
+                                 name=name, line=dict(color=colour)))
+    fig.update_xaxes(title="relative depth (layer / last layer)")
+    fig.update_yaxes(title="z")
+    return _layout(fig, "z against relative depth")
+
+
+def convergence_figure(results: list, n_a: int) -> go.Figure:
+    """Spearman rho of two models' unit distances: full space, readout subspaces, random-subspace band."""
+    depth = [r.layer_a / max(n_a - 1, 1) for r in results]
+    mean = np.array([r.null_mean for r in results])
+    spread = 2 * np.array([r.null_std for r in results])
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=depth + depth[::-1], y=list(mean + spread) + list((mean - spread)[::-1]),
+                             fill="toself", fillcolor="rgba(128,128,128,0.2)", line=dict(width=0),
+                             name="random subspaces (mean +- 2 sd)"))
+    fig.add_trace(go.Scatter(x=depth, y=[r.full for r in results], mode="lines+markers", name="full spaces"))
+    fig.add_trace(go.Scatter(x=depth, y=[r.readout for r in results], mode="lines+markers",
+                             name="readout subspaces"))
+    fig.update_xaxes(title="relative depth of model A (B at the matched depth)")
+    fig.update_yaxes(title="Spearman rho of unit distances")
+    return _layout(fig, "Cross-model convergence")
+
+
+def probe_figure(accuracy: np.ndarray, baseline: float, z: list[float] | None = None) -> go.Figure:
+    """Probe accuracy per layer with the majority baseline, and z on a second axis."""
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    layers = list(range(len(accuracy)))
+    fig.add_trace(go.Scatter(x=layers, y=accuracy, mode="lines+markers", name="probe accuracy (held out)"))
+    fig.add_hline(y=baseline, line_dash="dot", annotation_text=f"majority baseline {baseline:.2f}")
+    if z is not None:
+        fig.add_trace(go.Scatter(x=layers, y=z, mode="lines", name="z (readout alignment)",
+                                 line=dict(color="#d62728", dash="dash")), secondary_y=True)
+    fig.update_yaxes(title="accuracy", range=[0, 1.02], secondary_y=False)
+    fig.update_yaxes(title="z", secondary_y=True)
+    fig.update_xaxes(title="layer")
+    return _layout(fig, "Linear probes per layer beside z")
+
+
+def token_map_figure(coords: np.ndarray, colour: np.ndarray, hover: list[str], colour_name: str) -> go.Figure:
+    """The UMAP scatter, coloured by a per-token value (or class), hover showing token and context."""
+    fig = go.Figure()
+    if colour.dtype.kind in "fi":
+        fig.add_trace(go.Scattergl(x=coords[:, 0], y=coords[:, 1], mode="markers", text=hover,
+                                   hovertemplate="%{text}<extra></extra>",
+                                   marker=dict(color=colour, colorscale="Viridis", size=6,
+                                               colorbar=dict(title=colour_name))))
+    else:
+        for name in sorted(set(colour.tolist())):
+            chosen = colour == name
+            fig.add_trace(go.Scattergl(x=coords[chosen, 0], y=coords[chosen, 1], mode="markers", name=name,
+                                       text=[h for h, c in zip(hover, chosen, strict=True) if c],
+                                       hovertemplate="%{text}<extra></extra>", marker=dict(size=6)))
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False)
+    return _layout(fig, f"Token map (UMAP), coloured by {colour_name}", height=560)

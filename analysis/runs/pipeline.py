@@ -1,0 +1,160 @@
+"""The cached chains a user's choice runs through.
+
+Subspace PGA: model -> hidden states -> readout basis -> PGA results per (layer, k, CCR depth).
+Capacity: the stored W_E (or W_U) -> cosine statistics and histogram (no model loaded).
+
+Each step is stored in the disk cache under a spec that holds the step's own settings and the spec
+of what it was computed from, so a result is never confused with one from other weights, text or
+settings. PGA results are cached per (layer, k, CCR depth): moving a slider computes one new entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from analysis.activations.hidden import HiddenStates, hidden_states
+from analysis.capacity.epsilon import CosineStats, Histogram, cosine_histogram, cosine_stats, paired_cosines
+from analysis.data.corpus import Corpus, Sampling
+from analysis.errors import require
+from analysis.geometry.pga import LayerPGA, PGASettings, pga_sweep
+from analysis.geometry.readout import ReadoutBasis, readout_basis
+from analysis.models import arch
+from analysis.models.loading import LoadedModel
+from analysis.models.refs import ModelRef
+from analysis.models.weights import read_matrix
+from analysis.progress import Progress
+from analysis.storage.cache import ResultCache, default_cache
+
+READOUT_VERSION = 2
+PGA_VERSION = 1
+
+
+def model_readout(loaded: LoadedModel, cache: ResultCache | None = None) -> ReadoutBasis:
+    """The readout basis of the loaded model's W_U, cached by model identity and dtype (W_U is read
+    as loaded: a bfloat16 model's W_U is rounded)."""
+    cache = cache or default_cache()
+    return cache.get_or_compute(
+        "readout", READOUT_VERSION, {"model": loaded.spec},
+        lambda: readout_basis(arch.unembedding(loaded.model).detach(), device=loaded.device),
+    ).value
+
+
+def model_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling,
+                 progress: Progress | None = None, cache: ResultCache | None = None):
+    """(HiddenStates, provenance) for the model, text and sampling; ``provenance["spec"]`` keys
+    everything computed from these states."""
+    entry = hidden_states(loaded, corpus, sampling, progress=progress, cache=cache)
+    return entry.value, entry.provenance
+
+
+def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
+               settings: PGASettings, layers: list[int], device: str = "auto",
+               progress: Progress | None = None, cache: ResultCache | None = None) -> list[LayerPGA]:
+    """PGA for ``layers`` x ``settings.ks`` x ``settings.ccrs``, each (layer, k, ccr) cached on its own."""
+    cache = cache or default_cache()
+    array = states.states if isinstance(states, HiddenStates) else states
+    for layer in layers:
+        require(-len(array) <= layer < len(array),
+                f"Layer {layer} is out of range: the states have layers 0..{len(array) - 1}.")
+    layers = [layer % len(array) for layer in layers]
+    common = {k: v for k, v in settings.spec.items() if k not in ("ks", "ccrs")}
+
+    def spec(layer: int, k: int, ccr: int) -> dict:
+        return {"states": states_spec, "readout": basis_spec, "layer": layer, "k": k, "ccr": ccr, **common}
+
+    found: dict[tuple, LayerPGA] = {}
+    for layer in layers:
+        missing_k, missing_c = set(), set()
+        for k in settings.ks:
+            for c in settings.ccrs:
+                hit = cache.get("pga", PGA_VERSION, spec(layer, k, c))
+                if hit is None:
+                    missing_k.add(k)
+                    missing_c.add(c)
+                else:
+                    found[layer, k, c] = hit.value
+        if missing_k:
+            fresh = replace(settings, ks=tuple(sorted(missing_k)), ccrs=tuple(sorted(missing_c)))
+            for result in pga_sweep(array, basis, fresh, [layer], device, progress):
+                cache.put("pga", PGA_VERSION, spec(result.layer, result.k, result.ccr), result)
+                found[result.layer, result.k, result.ccr] = result
+    return [found[layer, k, c] for layer in layers for k in settings.ks for c in settings.ccrs]
+
+
+GEOMETRY_VERSION = 1
+
+
+@dataclass(frozen=True)
+class MatrixGeometry:
+    """Cosine statistics and histogram of one stored matrix (W_E or W_U) of a model."""
+
+    which: str
+    stats: CosineStats
+    histogram: Histogram
+    tied_embeddings: bool
+    model_type: str
+    tensor_name: str
+
+
+def matrix_geometry(ref: ModelRef, which: str = "embedding", bins: int = 300, sample_pairs: int | None = None,
+                    seed: int = 0, device: str = "auto", progress: Progress | None = None,
+                    cache: ResultCache | None = None) -> MatrixGeometry:
+    """epsilon statistics and the histogram of W_E or W_U, reading only that tensor; cached."""
+    cache = cache or default_cache()
+    spec = {"model": ref.spec, "which": which, "bins": bins, "sample_pairs": sample_pairs, "seed": seed}
+
+    def compute() -> MatrixGeometry:
+        stored = read_matrix(ref, which)
+        return MatrixGeometry(which, cosine_stats(stored.matrix, device),
+                              cosine_histogram(stored.matrix, bins, sample_pairs, seed, device, progress),
+                              stored.tied_embeddings, stored.model_type, stored.tensor_name)
+
+    return cache.get_or_compute("matrix-geometry", GEOMETRY_VERSION, spec, compute).value
+
+
+def matrix_stats(ref: ModelRef, which: str = "embedding", device: str = "auto",
+                 cache: ResultCache | None = None) -> tuple[CosineStats, bool]:
+    """(closed-form cosine statistics, tied) of W_E or W_U alone: seconds even for a 50k vocabulary."""
+    cache = cache or default_cache()
+
+    def compute():
+        stored = read_matrix(ref, which)
+        return cosine_stats(stored.matrix, device), stored.tied_embeddings
+
+    return cache.get_or_compute("matrix-stats", GEOMETRY_VERSION, {"model": ref.spec, "which": which},
+                                compute).value
+
+
+def embedding_unembedding_cosines(ref: ModelRef, bins: int = 300, cache: ResultCache | None = None):
+    """Histogram of cos(E_i, U_i) over tokens, or None for tied models (all ones); cached."""
+    cache = cache or default_cache()
+
+    def compute() -> Histogram | None:
+        embedding, unembedding = read_matrix(ref, "embedding"), read_matrix(ref, "unembedding")
+        if embedding.tied_embeddings:
+            return None
+        rows = min(len(embedding.matrix), len(unembedding.matrix))  # padded vocabularies may differ
+        values = paired_cosines(embedding.matrix[:rows], unembedding.matrix[:rows])
+        counts, edges = np.histogram(values, bins=bins, range=(-1, 1))
+        return Histogram(edges, counts)
+
+    return cache.get_or_compute("paired-cosines", GEOMETRY_VERSION, {"model": ref.spec, "bins": bins},
+                                compute).value
+
+
+POOLED_VERSION = 1
+
+
+def model_pooled(loaded: LoadedModel, texts: list[str], max_tokens: int = 64, progress: Progress | None = None,
+                 cache: ResultCache | None = None) -> np.ndarray:
+    """``[n_layers + 1, len(texts), d]`` mean-pooled states of the texts; cached by model and texts."""
+    from analysis.activations.pooling import pooled_states
+
+    cache = cache or default_cache()
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+    spec = {"model": loaded.spec, "texts": digest, "n_texts": len(texts), "max_tokens": max_tokens}
+    return cache.get_or_compute("pooled", POOLED_VERSION, spec,
+                                lambda: pooled_states(loaded, texts, max_tokens, progress=progress)).value

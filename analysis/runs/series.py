@@ -1,0 +1,227 @@
+"""A model across its training checkpoints: per-layer metrics and loss per checkpoint, each cached on
+its own (an interrupted sweep resumes where it stopped), and checkpoints whose weights are
+identical to another's flagged, so a flat curve is never mistaken for a finding.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+import torch
+
+from analysis.activations.hidden import token_sample, tokenised_corpus
+from analysis.activations.loss import heldout_windows, mean_loss
+from analysis.data.corpus import Corpus, Sampling, bos_token
+from analysis.errors import InputError, require
+from analysis.geometry.pga import LayerPGA, PGASettings
+from analysis.models.card import describe
+from analysis.models.devices import dtype_name, pick_device, pick_dtype
+from analysis.models.loading import LoadedModel, load
+from analysis.models.refs import ModelRef, hash_files, list_checkpoints, resolve, weight_files
+from analysis.progress import Progress, report
+from analysis.runs.pipeline import cached_pga, model_readout, model_states
+from analysis.storage.cache import ResultCache, canonical_json, default_cache
+from analysis.storage.store import ResultStore
+
+SERIES_NAMESPACE = "checkpoint"
+SERIES_VERSION = 2
+LOSS_WINDOWS = 16
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    """One checkpoint's metrics. ``duplicate_of`` names an earlier checkpoint with identical weights."""
+
+    step: int
+    revision: str
+    identity: str
+    fingerprint: str | None
+    layers: list[LayerPGA]
+    loss: float
+    seconds: dict
+    duplicate_of: str | None = None
+
+    def at(self, k: int, ccr: int) -> list[LayerPGA]:
+        """The per-layer results at one (k, CCR depth)."""
+        return [x for x in self.layers if (x.k, x.ccr) == (k, ccr)]
+
+    @classmethod
+    def from_record(cls, record: dict, step: int | None = None) -> CheckpointResult:
+        """From the JSON value ``measure_checkpoint`` stores; ``step`` fills in an unnumbered checkpoint."""
+        return cls(record["step"] if record["step"] is not None else step, record["revision"] or "",
+                   record["identity"], record["fingerprint"], [LayerPGA.from_record(x) for x in record["layers"]],
+                   record["loss"], record["seconds"])
+
+
+def weights_fingerprint(ref: ModelRef) -> str | None:
+    """A hash of the weights alone: the Hub's published file hashes, else the files' contents."""
+    if ref.kind == "hub":
+        from analysis.models.hub import published_weight_hashes
+
+        published = published_weight_hashes(ref.name, ref.identity)
+        if published:
+            return "hub:" + published
+    if ref.gguf_file:
+        return ref.identity
+    return "sha256:" + hash_files(weight_files(ref.path, allow_pickle=True, name=ref.name))
+
+
+def check_series(name: str, revisions: list[str], weights: bool = True, allow_pickle: bool = False) -> list[ModelRef]:
+    """Resolve every revision, listing all problems at once: missing revisions and mixed architectures.
+
+    ``weights=False`` fetches only a Hub model's config files (``analysis.runs.sweep`` fetches the rest)."""
+    require(len(revisions) >= 1, f"No checkpoints chosen for {name!r}; pick at least one.")
+    available = {c.revision for c in list_checkpoints(name)}
+    refs, problems = [], []
+    for revision in revisions:
+        try:
+            refs.append(resolve(name, revision or None, allow_pickle, weights))
+        except InputError as error:
+            problems.append(str(error))
+    if available and problems:
+        problems.append(f"{name!r} has {len(available)} checkpoints.")
+    require(not problems, " ".join(problems))
+    shapes = {}
+    for ref in refs:
+        info = describe(ref)
+        shapes.setdefault((info["model_type"], info["n_layers"], info["d_model"]), []).append(ref.revision or name)
+    if len(shapes) > 1:
+        raise InputError("The checkpoints differ in architecture: " + "; ".join(
+            f"{kind} with {layers} layers, d = {d}: {', '.join(revs)}" for (kind, layers, d), revs in shapes.items()))
+    return refs
+
+
+def flag_duplicates(results: list[CheckpointResult]) -> list[CheckpointResult]:
+    """Mark each checkpoint whose fingerprint equals an earlier one's."""
+    first: dict[str, str] = {}
+    flagged = []
+    for result in results:
+        original = first.get(result.fingerprint) if result.fingerprint else None
+        if result.fingerprint and original is None:
+            first[result.fingerprint] = result.revision
+        flagged.append(replace(result, duplicate_of=original))
+    return flagged
+
+
+def checkpoint_spec(ref: ModelRef, dtype: str, corpus: Corpus, sampling: Sampling, settings: PGASettings) -> dict:
+    """Everything a checkpoint's record depends on: weights, dtype, text, sampling and settings."""
+    return {"model": ref.spec, "dtype": dtype, "corpus": corpus.spec, "sampling": sampling.spec,
+            "settings": settings.spec, "loss_windows": LOSS_WINDOWS}
+
+
+def measure_checkpoint(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: PGASettings,
+                       cache: ResultCache, progress: Progress | None = None) -> dict:
+    """A loaded checkpoint's per-layer PGA (every k and CCR depth of ``settings``) and held-out loss, as
+    plain JSON: ``{"name", "revision", "step", "identity", "fingerprint", "dtype", "device", "layers",
+    "loss", "seconds"}``. Hidden states and per-layer results go through ``cache``."""
+    timings = {}
+    start = time.perf_counter()
+    hidden, provenance = model_states(loaded, corpus, sampling, progress, cache)
+    sample = token_sample(loaded, corpus, sampling, cache)
+    timings["forward"] = time.perf_counter() - start
+    start = time.perf_counter()
+    layers = cached_pga(hidden, provenance["spec"], model_readout(loaded, cache), loaded.spec, settings,
+                        list(range(hidden.n_layers)), str(loaded.device), progress, cache)
+    timings["metrics"] = time.perf_counter() - start
+    start = time.perf_counter()
+    windows = heldout_windows(tokenised_corpus(loaded, corpus, cache), sample, sampling, LOSS_WINDOWS,
+                              bos_token(loaded.tokenizer))
+    loss = mean_loss(loaded, windows)
+    timings["loss"] = time.perf_counter() - start
+    ref = loaded.ref
+    return {"name": ref.name, "revision": ref.revision, "step": ref.step, "identity": ref.identity,
+            "fingerprint": weights_fingerprint(ref), "dtype": dtype_name(loaded.dtype), "device": str(loaded.device),
+            "layers": [layer.to_record() for layer in layers], "loss": float(loss),
+            "seconds": {name: round(value, 3) for name, value in timings.items()}}
+
+
+def measure_runs(ref: ModelRef, device: str, dtype: str, corpus: Corpus, runs: list[tuple[Sampling, PGASettings]],
+                 cache: ResultCache, progress: Progress | None = None) -> Iterator[dict]:
+    """Load ``ref`` once and yield the record of each ``(sampling, settings)`` run (``measure_checkpoint``),
+    with the load time in its ``seconds``; the model's memory is freed once the runs are done."""
+    start = time.perf_counter()
+    loaded = load(ref, device=device, dtype=dtype)
+    load_seconds = round(time.perf_counter() - start, 3)
+    try:
+        for sampling, settings in runs:
+            record = measure_checkpoint(loaded, corpus, sampling, settings, cache, progress)
+            yield {**record, "seconds": {"load": load_seconds, **record["seconds"]}}
+    finally:
+        del loaded
+        free_memory()
+
+
+def free_memory() -> None:
+    """Collect released models and return the GPU's cached blocks."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def training_sweep(name: str, revisions: list[str], corpus: Corpus, sampling: Sampling,
+                   settings: PGASettings | None = None, device: str = "auto",
+                   progress: Progress | None = None, cache: ResultCache | None = None,
+                   store: ResultStore | None = None, dtype: str = "auto") -> list[CheckpointResult]:
+    """Per-layer PGA (every k and CCR depth in ``settings``) and held-out loss for each checkpoint.
+
+    Each checkpoint's record is kept in ``store`` (default: ``cache``), intermediates in ``cache``."""
+    cache, settings = cache or default_cache(), settings or PGASettings()
+    store = store or cache
+    refs = check_series(name, revisions)
+    concrete = dtype_name(pick_dtype(dtype, pick_device(device)))
+    results = []
+    for number, ref in enumerate(refs):
+        report(progress, "checkpoints", number, len(refs))
+
+        def compute(ref: ModelRef = ref) -> dict:
+            (record,) = measure_runs(ref, device, concrete, corpus, [(sampling, settings)], cache, progress)
+            return record
+
+        entry = store.get_or_compute(SERIES_NAMESPACE, SERIES_VERSION,
+                                     checkpoint_spec(ref, concrete, corpus, sampling, settings), compute)
+        results.append(CheckpointResult.from_record(entry.value, step=number))
+    report(progress, "checkpoints", len(refs), len(refs))
+    return flag_duplicates(results)
+
+
+@dataclass(frozen=True)
+class StoredSeries:
+    """One model's checkpoints in a result store, all computed with the same text, sampling, dtype and
+    settings (``spec``), ordered by step."""
+
+    name: str
+    spec: dict
+    results: list[CheckpointResult]
+
+    @property
+    def ks(self) -> list[int]:
+        return self.spec["settings"]["ks"]
+
+    @property
+    def ccrs(self) -> list[int]:
+        return self.spec["settings"]["ccrs"]
+
+    @property
+    def label(self) -> str:
+        sampling, settings = self.spec["sampling"], self.spec["settings"]
+        return (f"{self.name} · {len(self.results)} checkpoints · N {sampling['n_tokens']} · seed {sampling['seed']}"
+                f" · k {self.ks} · CCR {self.ccrs} · R {settings['n_null']} · {self.spec['dtype']}"
+                f" · text {self.spec['corpus']['sha256'][:8]}")
+
+
+def stored_series(store: ResultStore) -> list[StoredSeries]:
+    """Every model x settings group of checkpoint records in ``store`` (a sweep's output), no model loaded."""
+    groups: dict[tuple, list[dict]] = {}
+    for record in store.records(SERIES_NAMESPACE, SERIES_VERSION):
+        common = {key: value for key, value in record["spec"].items() if key != "model"}
+        groups.setdefault((record["value"]["name"], canonical_json(common)), []).append(record["value"])
+    found = []
+    for (name, common), values in sorted(groups.items()):
+        values.sort(key=lambda v: (v["step"] is None, v["step"] or 0, v["revision"] or ""))
+        results = flag_duplicates([CheckpointResult.from_record(v, step=i) for i, v in enumerate(values)])
+        found.append(StoredSeries(name, json.loads(common), results))
+    return found

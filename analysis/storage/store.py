@@ -1,0 +1,170 @@
+"""A result store many workers can share: immutable files named by the hash of what was computed.
+
+Layout under the root (a local folder, a shared folder, or any fsspec URL such as ``s3://bucket/x``)::
+
+    <namespace>/v<version>/<sha256 of the spec's canonical JSON>.json.gz   one result each
+
+Each file is gzip-compressed JSON ``{"format", "namespace", "version", "spec", "value", "sha256",
+"provenance"}``, ``sha256`` being the hash of the value's canonical JSON. Values are plain JSON, never
+pickles: reading a store somebody else wrote runs no code.
+
+Writes are atomic and first-writer-wins. On a local or shared (NFS) folder the bytes go to a hidden
+temporary file, are fsynced, and are hard-linked to the final name, which fails when the name exists;
+on an object store one PUT makes the object appear whole or not at all. Two sweeps writing the same
+key both succeed, one file remains, and it is complete. A file that fails its checksum is set aside
+as ``<name>.corrupt`` and computed again.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import hashlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from analysis.errors import InputError
+from analysis.storage.cache import Entry, canonical_json, library_versions, spec_key
+from analysis.storage.paths import cache_dir
+
+FORMAT = 1
+SUFFIX = ".json.gz"
+
+
+class StoreFull(InputError):
+    """The store's disk is full: stop writing, keep what is there."""
+
+
+def default_store_url() -> str:
+    """``$RG_STORE`` or the ``store`` folder of the disk cache."""
+    return os.environ.get("RG_STORE") or str(cache_dir() / "store")
+
+
+def _dumps(value: Any) -> str:
+    """Canonical JSON that also admits NaN (an undefined z is a result, not an error)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(_dumps(value).encode()).hexdigest()
+
+
+class ResultStore:
+    """Immutable JSON results under ``url``; same ``get``/``put``/``get_or_compute`` as ``ResultCache``."""
+
+    def __init__(self, url: str | Path | None = None):
+        import fsspec
+        from fsspec.implementations.local import LocalFileSystem
+
+        self.url = str(url or default_store_url())
+        try:
+            self.fs, self.root = fsspec.core.url_to_fs(self.url)
+        except (ImportError, ValueError) as error:
+            raise InputError(f"Cannot open the result store {self.url!r}: {error}") from None
+        self.local = isinstance(self.fs, LocalFileSystem)
+
+    def path(self, namespace: str, version: int, spec: Any) -> str:
+        """Where the result for ``spec`` lives (or would live)."""
+        return f"{self.root}/{spec_key(namespace, version, spec)}{SUFFIX}"
+
+    def has(self, namespace: str, version: int, spec: Any) -> bool:
+        return self.fs.exists(self.path(namespace, version, spec))
+
+    def get(self, namespace: str, version: int, spec: Any) -> Entry | None:
+        """The stored entry, or None if absent; a corrupted file is set aside and None returned."""
+        record = self._read(self.path(namespace, version, spec))
+        return None if record is None else Entry(record["value"], record["provenance"], computed=False)
+
+    def put(self, namespace: str, version: int, spec: Any, value: Any, seconds: float = 0.0) -> bool:
+        """Write ``value`` unless the key is already stored; True when this call wrote it."""
+        provenance = {
+            "namespace": namespace, "version": int(version), "spec": json.loads(canonical_json(spec)),
+            "computed_at": datetime.now(UTC).isoformat(timespec="seconds"), "seconds": round(seconds, 3),
+            "host": os.uname().nodename, "libraries": library_versions(),
+        }
+        record = {"format": FORMAT, "namespace": namespace, "version": int(version), "spec": provenance["spec"],
+                  "value": value, "sha256": _digest(value), "provenance": provenance}
+        return self._write_once(self.path(namespace, version, spec), gzip.compress(_dumps(record).encode()))
+
+    def get_or_compute(self, namespace: str, version: int, spec: Any, compute: Callable[[], Any]) -> Entry:
+        """The stored entry, or compute, store and return it (a concurrent writer's copy wins)."""
+        hit = self.get(namespace, version, spec)
+        if hit is not None:
+            return hit
+        start = time.perf_counter()
+        value = json.loads(_dumps(compute()))
+        self.put(namespace, version, spec, value, time.perf_counter() - start)
+        stored = self.get(namespace, version, spec)
+        return Entry(stored.value if stored else value, stored.provenance if stored else {}, computed=True)
+
+    def records(self, namespace: str, version: int) -> Iterator[dict]:
+        """Every valid record of ``namespace/v<version>`` (order unspecified)."""
+        for path in self.fs.glob(f"{self.root}/{namespace}/v{int(version)}/*{SUFFIX}"):
+            record = self._read(path)
+            if record is not None:
+                yield record
+
+    def _read(self, path: str) -> dict | None:
+        try:
+            data = self.fs.cat_file(path)
+        except FileNotFoundError:
+            return None
+        try:
+            record = json.loads(gzip.decompress(data))
+            if record.get("format") != FORMAT or _digest(record["value"]) != record["sha256"]:
+                raise ValueError("checksum mismatch")
+            return record
+        except (OSError, EOFError, ValueError, KeyError, TypeError):
+            self._set_aside(path)
+            return None
+
+    def _set_aside(self, path: str) -> None:
+        try:
+            self.fs.mv(path, f"{path}.corrupt-{uuid.uuid4().hex[:8]}")
+        except (FileNotFoundError, OSError):
+            pass
+
+    def _write_once(self, path: str, data: bytes) -> bool:
+        try:
+            if self.local:
+                return _link_once(Path(path), data)
+            if self.fs.exists(path):
+                return False
+            self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            self.fs.pipe_file(path, data)
+            return True
+        except OSError as error:
+            if error.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise StoreFull(f"The result store {self.url!r} is full ({os.strerror(error.errno)}): free space "
+                                "or point --store elsewhere. Every result written so far is complete and kept; "
+                                "run the same plan again to go on.") from None
+            raise
+
+
+def _link_once(path: Path, data: bytes) -> bool:
+    """Write ``data`` to a temporary file beside ``path`` and hard-link it into place if ``path`` is new."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.parent / f".tmp-{uuid.uuid4().hex}"
+    try:
+        write_bytes(temporary, data)
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write and fsync ``data`` (a full disk raises OSError with errno ENOSPC)."""
+    with open(path, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
