@@ -2,6 +2,6 @@
 
 import sys
 
-from analysis.cli.parser import main
+from analysis.cli.main import main
 
 sys.exit(main())

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
+from analysis.data.labelled import builtin_task, labelled_from_bytes
 from analysis.errors import InputError
-from analysis.geometry.probes import builtin_task, labelled_from_bytes, probe_layers
+from analysis.geometry.probes import probe_layers
 
 
 def planted(n=200, d=16, seed=0):
@@ -49,7 +50,7 @@ def test_csv_and_jsonl_read():
 
 
 def test_hub_data_without_the_hub_says_so(monkeypatch):
-    from analysis.geometry.probes import labelled_from_hub
+    from analysis.data.labelled import labelled_from_hub
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")

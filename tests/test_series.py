@@ -29,7 +29,7 @@ def test_demo_series_layout_and_falling_loss(demo, tmp_path):
         losses = summary[width]["train_loss"]
         assert sum(losses[-8:]) / 8 < sum(losses[:8]) / 8
     results = training_sweep(str(root / "neox-d32"), ["checkpoint-0", "checkpoint-64"], builtin_corpus(),
-                             SAMPLING, SETTINGS, device="cpu", cache=ResultCache(tmp_path))
+                             SAMPLING, SETTINGS, device="cpu", cache=ResultCache(tmp_path)).results
     assert results[1].loss < results[0].loss - 0.5  # held-out loss falls with training
     assert [r.step for r in results] == [0, 64] and len(results[0].layers) == 3
     assert set(results[0].seconds) == {"load", "forward", "metrics", "loss"}
@@ -43,11 +43,11 @@ def test_identical_checkpoints_are_flagged_and_cached(demo, tmp_path):
     shutil.copytree(series / "checkpoint-8", series / "checkpoint-9")  # a mislabelled copy
     cache = ResultCache(tmp_path / "cache")
     results = training_sweep(str(series), ["checkpoint-0", "checkpoint-8", "checkpoint-9"], builtin_corpus(),
-                             SAMPLING, SETTINGS, device="cpu", cache=cache)
+                             SAMPLING, SETTINGS, device="cpu", cache=cache).results
     assert [r.duplicate_of for r in results] == [None, None, "checkpoint-8"]
     calls = []
     again = training_sweep(str(series), ["checkpoint-0", "checkpoint-8", "checkpoint-9"], builtin_corpus(),
-                           SAMPLING, SETTINGS, device="cpu", cache=cache, progress=lambda *a: calls.append(a))
+                           SAMPLING, SETTINGS, device="cpu", cache=cache, progress=lambda *a: calls.append(a)).results
     assert [stage for stage, *_ in calls] == ["checkpoints"] * 4  # resumable: nothing recomputed
     assert [r.loss for r in again] == [r.loss for r in results]
 

@@ -33,12 +33,14 @@ def test_hidden_state_shapes(smollm2):
 
 def test_pga_smoke_on_a_few_layers(smollm2):
     from analysis.geometry.pga import PGASettings
-    from analysis.runs.pipeline import cached_pga, model_readout, model_states
+    from analysis.runs.pipeline import cached_pga, model_readout
 
-    hidden, provenance = model_states(smollm2, builtin_corpus(), Sampling(n_tokens=128, per_window=16))
+    entry = hidden_states(smollm2, builtin_corpus(), Sampling(n_tokens=128, per_window=16))
+    hidden, provenance = entry.value, entry.provenance
     basis = model_readout(smollm2)
     assert basis.vectors.shape == (576, 576) and np.all(np.diff(basis.singular_values) <= 1e-9)
-    results = cached_pga(hidden, provenance["spec"], basis, smollm2.spec, PGASettings(n_null=20, n_bootstrap=100),
+    settings = PGASettings(ks=(100,), n_null=20, n_bootstrap=100)
+    results = cached_pga(hidden, provenance["spec"], basis, smollm2.spec, settings,
                          [0, 15, -1])
     assert [r.layer for r in results] == [0, 15, 30]
     for result in results:

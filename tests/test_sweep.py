@@ -5,11 +5,12 @@ import pytest
 from analysis.data.corpus import Sampling, builtin_corpus
 from analysis.errors import InputError
 from analysis.geometry.pga import PGASettings
+from analysis.results.collections import CheckpointResult
 from analysis.runs import series as series_module
 from analysis.runs.backends import LocalBackend
 from analysis.runs.plan import parse_plan, read_plan
 from analysis.runs.series import SERIES_NAMESPACE as NAMESPACE
-from analysis.runs.series import CheckpointResult, training_sweep
+from analysis.runs.series import training_sweep
 from analysis.runs.sweep import run_sweep
 from analysis.storage.cache import ResultCache
 from analysis.storage.store import ResultStore
@@ -73,7 +74,7 @@ def test_local_sweep_stores_every_run_and_a_rerun_computes_nothing(series, tmp_p
     results = training_sweep(str(series), [f"checkpoint-{s}" for s in STEPS], builtin_corpus(), Sampling(48, seed=1),
                              PGASettings(ks=(8,), ccrs=(0, 1), n_null=10, seed=1), "cpu",
                              lambda stage, *_: stages.append(stage), ResultCache(tmp_path / "other"), store,
-                             dtype="float32")
+                             dtype="float32").results
     assert set(stages) == {"checkpoints"} and [r.step for r in results] == list(STEPS)
     assert isinstance(results[0], CheckpointResult) and results[0].layers[0].null.shape == (10,)
 

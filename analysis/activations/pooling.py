@@ -38,17 +38,3 @@ def pooled_states(loaded: LoadedModel, texts: list[str], max_tokens: int = 64, b
         raise InputError(f"Out of memory pooling texts on {loaded.device}: lower the batch size.") from None
     report(progress, "pooled states", len(texts), len(texts))
     return out
-
-
-def text_chunks(text: str, n_chunks: int, chars: int = 400) -> list[str]:
-    """``n_chunks`` consecutive pieces of ``text`` of about ``chars`` characters, cut at whitespace."""
-    pieces, start = [], 0
-    while start < len(text) and len(pieces) < n_chunks:
-        end = min(len(text), start + chars)
-        cut = text.rfind(" ", start, end) if end < len(text) else end
-        end = cut if cut > start else end
-        piece = text[start:end].strip()
-        if piece:
-            pieces.append(piece)
-        start = end
-    return pieces

@@ -209,3 +209,17 @@ def sample_positions(token_ids: np.ndarray, sampling: Sampling, bos: int | None 
                                               replace=False)) for _ in range(n_draw)])
     rows = np.repeat(np.arange(n_draw), per_window)
     return TokenSample(windows, starts, rows[:sampling.n_tokens], cols[:sampling.n_tokens])
+
+
+def text_chunks(text: str, n_chunks: int, chars: int = 400) -> list[str]:
+    """``n_chunks`` consecutive pieces of ``text`` of about ``chars`` characters, cut at whitespace."""
+    pieces, start = [], 0
+    while start < len(text) and len(pieces) < n_chunks:
+        end = min(len(text), start + chars)
+        cut = text.rfind(" ", start, end) if end < len(text) else end
+        end = cut if cut > start else end
+        piece = text[start:end].strip()
+        if piece:
+            pieces.append(piece)
+        start = end
+    return pieces

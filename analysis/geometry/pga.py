@@ -41,9 +41,10 @@ MEMORY_BUDGET_BYTES = 512 * 2**20
 
 @dataclass(frozen=True)
 class PGASettings:
-    """Every choice of the statistic; all part of the cache key. Defaults are the paper's."""
+    """Every choice of the statistic; all part of the cache key. Defaults are the paper's; k has none
+    here because it depends on the width (``analysis.runs.settings.pga_settings``)."""
 
-    ks: tuple[int, ...] = (100,)
+    ks: tuple[int, ...]
     ccrs: tuple[int, ...] = (1,)
     n_null: int = 100
     seed: int = 0
@@ -217,7 +218,7 @@ def _split(n: int, how: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[: n // 2]), np.sort(order[n // 2:])
 
 
-def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings = PGASettings(),
+def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
               layers: list[int] | None = None, device: str = "auto",
               progress: Progress | None = None) -> list[LayerPGA]:
     """PGA for every layer in ``layers`` x k in ``settings.ks`` x CCR depth in ``settings.ccrs``.

@@ -1,32 +1,17 @@
 """Linear probes per layer: logistic regression on mean-pooled hidden states, held-out accuracy
-beside the majority-class baseline.
-
-Built-in task (no download): which of four Python help topics (``specialnames``, ``compound``,
-``formatstrings``, ``debugger`` from ``pydoc_data.topics``) a ~400-character passage comes from.
-Also: a CSV or JSONL file with ``text`` and ``label`` columns, or a Hub dataset such as ``ag_news``
-(``hf:ag_news:test``, its first 2000 rows) when the Hub is reachable.
-"""
+beside the majority-class baseline (the labelled texts come from ``analysis.data.labelled``)."""
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
-from analysis.activations.pooling import text_chunks
-from analysis.errors import InputError, require
-
-BUILTIN_TOPICS = ("specialnames", "compound", "formatstrings", "debugger")
-
-
-@dataclass(frozen=True)
-class Labelled:
-    texts: list[str]
-    labels: list[str]
-    name: str
+from analysis.errors import require
 
 
 @dataclass(frozen=True)
@@ -40,77 +25,8 @@ class ProbeResult:
     classes: list[str]
 
 
-def builtin_task(per_topic: int = 60) -> Labelled:
-    """Passages of four Python help topics, labelled by topic."""
-    from pydoc_data.topics import topics
-
-    texts, labels = [], []
-    for topic in BUILTIN_TOPICS:
-        for piece in text_chunks(topics[topic], per_topic):
-            texts.append(piece)
-            labels.append(topic)
-    return Labelled(texts, labels, "builtin: four Python help topics")
-
-
-def labelled_from_bytes(data: bytes, name: str) -> Labelled:
-    """CSV (header with ``text`` and ``label``) or JSONL (objects with ``text`` and ``label``)."""
-    require(b"\x00" not in data[:65536], f"{name!r} looks binary; give a CSV or JSONL file.")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError(f"{name!r} is not UTF-8 text.") from None
-    if name.endswith((".jsonl", ".ndjson")):
-        rows = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as error:
-                    raise InputError(f"{name!r} line {number} is not JSON ({error.msg}).") from None
-    else:
-        rows = list(csv.DictReader(io.StringIO(text)))
-    return check_labelled(Labelled([str(r.get("text") or "") for r in rows],
-                                   ["" if r.get("label") is None else str(r.get("label")) for r in rows], name))
-
-
-def labelled_from_hub(source: str, max_rows: int = 2000) -> Labelled:
-    """``hf:NAME[@CONFIG]:SPLIT`` with ``text`` and ``label`` columns (e.g. ``hf:ag_news:test``), first rows."""
-    parts = source[3:].split(":")
-    require(source.startswith("hf:") and len(parts) == 2, f"Hub data {source!r} must read hf:NAME[@CONFIG]:SPLIT.")
-    name, split = parts
-    dataset_name, _, config = name.partition("@")
-    try:
-        import datasets
-
-        rows = datasets.load_dataset(dataset_name, config or None, split=f"{split}[:{max_rows}]")
-    except Exception as error:  # the datasets library raises many types; the message is what matters
-        raise InputError(f"Cannot load Hub dataset {source!r}: {type(error).__name__}: {error}") from None
-    require({"text", "label"} <= set(rows.column_names),
-            f"Hub dataset {source!r} needs 'text' and 'label' columns; it has {', '.join(rows.column_names)}.")
-    return check_labelled(Labelled([str(t) for t in rows["text"]], [str(y) for y in rows["label"]], source))
-
-
-def check_labelled(data: Labelled) -> Labelled:
-    """InputError for missing texts or labels, a single class, or more classes than rows allow."""
-    require(len(data.texts) >= 4, f"{data.name!r} has {len(data.texts)} rows; a probe needs at least 4.")
-    missing = [i + 1 for i, (t, y) in enumerate(zip(data.texts, data.labels, strict=True))
-               if not t.strip() or not y.strip()]
-    require(not missing, f"{data.name!r}: rows {missing[:10]} miss a text or a label (columns 'text', 'label').")
-    classes = sorted(set(data.labels))
-    require(len(classes) >= 2, f"{data.name!r} has one class ({classes[0]!r}); a probe needs two or more.")
-    counts = {c: data.labels.count(c) for c in classes}
-    require(min(counts.values()) >= 2, f"{data.name!r}: every class needs at least two rows (one to train, one "
-                                       f"to test); too few: {[c for c, n in counts.items() if n < 2][:10]}.")
-    return data
-
-
 def probe_layers(pooled: np.ndarray, labels: list[str], test_share: float = 0.3, seed: int = 0) -> ProbeResult:
     """Logistic regression per layer of ``pooled`` ``[L, n, d]`` on a seeded stratified split."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import train_test_split
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
     y = np.asarray(labels)
     classes = sorted(set(labels))
     n_test = max(len(classes), int(round(test_share * len(y))))

@@ -21,7 +21,13 @@ from analysis.geometry.pga import LayerPGA
 
 FORMULA_LABELS = {"full": "fully parameterised", "adjusted": "adjusted (C = 1.2934)",
                   "jl_fitted": "JL fitted (C = 3.0295)", "jl_proven": "JL proven (C = 8)"}
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+           "#7f7f7f")
+
+
+def colours(n: int) -> list[str]:
+    """``n`` colours, cycling the palette: every series is drawn, however many there are."""
+    return [PALETTE[i % len(PALETTE)] for i in range(n)]
 
 
 def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
@@ -37,7 +43,7 @@ def z_by_layer(curves: dict[str, list[LayerPGA]], title: str = "Readout alignmen
     if all_layers:
         fig.add_hrect(y0=-2, y1=2, fillcolor="grey", opacity=0.15, line_width=0,
                       annotation_text="null mean +- 2 sd", annotation_position="top left")
-    for colour, (name, results) in zip(PALETTE, curves.items(), strict=False):
+    for colour, (name, results) in zip(colours(len(curves)), curves.items(), strict=True):
         layers = [r.layer for r in results]
         z = np.array([r.z for r in results])
         low = np.array([r.z_interval[0] for r in results])
@@ -135,7 +141,7 @@ def capacity_figure(d: int, eps: float) -> go.Figure:
         fig.add_vrect(x0=grid[start], x1=grid[stop], fillcolor="orange", opacity=0.12, line_width=0)
     fig.add_vrect(x0=CLASS2_BELOW, x1=CLASS1_ABOVE, fillcolor="grey", opacity=0.1, line_width=0,
                   annotation_text="between classes", annotation_position="top")
-    for colour, name in zip(PALETTE, FORMULAS, strict=False):
+    for colour, name in zip(colours(len(FORMULAS)), FORMULAS, strict=True):
         fig.add_trace(go.Scatter(x=grid, y=curves[name], mode="lines", name=FORMULA_LABELS[name],
                                  line=dict(color=colour)))
     points = [min(capacity(eps, d, name), 1e300) for name in FORMULAS]
@@ -164,7 +170,8 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
 def packing_figure(cells: list, fits: dict | None = None) -> go.Figure:
     """eps* of simulated cells against k for each d, with the fitted full-form curves."""
     fig = go.Figure()
-    for colour, d in zip(PALETTE, sorted({c.d for c in cells}), strict=False):
+    widths = sorted({c.d for c in cells})
+    for colour, d in zip(colours(len(widths)), widths, strict=True):
         mine = sorted((c for c in cells if c.d == d), key=lambda c: c.k)
         fig.add_trace(go.Scatter(x=[c.k for c in mine], y=[c.eps_star for c in mine], mode="markers",
                                  name=f"d = {d} ({mine[0].method})", marker=dict(color=colour, size=10)))
@@ -194,7 +201,7 @@ def epsilon_by_dimension(k: float, d: int, eps: float) -> go.Figure:
     """epsilon needed to hold k directions against d under each formula, with the model's point."""
     curves = epsilon_curves(k)
     fig = go.Figure()
-    for colour, name in zip(PALETTE, FORMULAS, strict=False):
+    for colour, name in zip(colours(len(FORMULAS)), FORMULAS, strict=True):
         fig.add_trace(go.Scatter(x=curves["d"], y=curves[name], mode="lines", name=FORMULA_LABELS[name],
                                  line=dict(color=colour)))
     fig.add_trace(go.Scatter(x=[d], y=[eps], mode="markers", name="this model",
@@ -207,7 +214,7 @@ def epsilon_by_dimension(k: float, d: int, eps: float) -> go.Figure:
 def checkpoint_heatmaps(series: list, k: int, ccr: int) -> go.Figure:
     """z (diverging, centred on 0) and the PC1 angle as layer x checkpoint heatmaps, loss beneath.
 
-    ``series`` is a list of ``analysis.runs.series.CheckpointResult``; duplicated weights are marked with *.
+    ``series`` is a list of ``analysis.results.collections.CheckpointResult``; duplicated weights are marked with *.
     """
     labels = [f"{r.step}" + (f" * (= {r.duplicate_of})" if r.duplicate_of else "") for r in series]
 
@@ -236,7 +243,7 @@ def z_by_relative_depth(curves: dict[str, list[LayerPGA]]) -> go.Figure:
     """z curves of several models (or checkpoints) against relative depth (layer / last layer)."""
     fig = go.Figure()
     fig.add_hrect(y0=-2, y1=2, fillcolor="grey", opacity=0.15, line_width=0)
-    for colour, (name, results) in zip(PALETTE, curves.items(), strict=False):
+    for colour, (name, results) in zip(colours(len(curves)), curves.items(), strict=True):
         last = max(r.layer for r in results)
         fig.add_trace(go.Scatter(x=[r.layer / last for r in results], y=[r.z for r in results], mode="lines+markers",
                                  name=name, line=dict(color=colour)))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from analysis.activations.hidden import HiddenStates, hidden_states
+from analysis.activations.pooling import pooled_states
 from analysis.capacity.epsilon import CosineStats, Histogram, cosine_histogram, cosine_stats, paired_cosines
 from analysis.data.corpus import Corpus, Sampling
 from analysis.errors import require
@@ -26,7 +27,11 @@ from analysis.models.loading import LoadedModel
 from analysis.models.refs import ModelRef
 from analysis.models.weights import read_matrix
 from analysis.progress import Progress
-from analysis.storage.cache import ResultCache, default_cache
+from analysis.results.collections import PGARun
+from analysis.runs.settings import Compute, pga_settings
+from analysis.storage.cache import Entry, ResultCache, default_cache
+
+DEFAULT_COMPUTE = Compute()
 
 READOUT_VERSION = 2
 PGA_VERSION = 1
@@ -40,14 +45,6 @@ def model_readout(loaded: LoadedModel, cache: ResultCache | None = None) -> Read
         "readout", READOUT_VERSION, {"model": loaded.spec},
         lambda: readout_basis(arch.unembedding(loaded.model).detach(), device=loaded.device),
     ).value
-
-
-def model_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling,
-                 progress: Progress | None = None, cache: ResultCache | None = None):
-    """(HiddenStates, provenance) for the model, text and sampling; ``provenance["spec"]`` keys
-    everything computed from these states."""
-    entry = hidden_states(loaded, corpus, sampling, progress=progress, cache=cache)
-    return entry.value, entry.provenance
 
 
 def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
@@ -151,10 +148,31 @@ POOLED_VERSION = 1
 def model_pooled(loaded: LoadedModel, texts: list[str], max_tokens: int = 64, progress: Progress | None = None,
                  cache: ResultCache | None = None) -> np.ndarray:
     """``[n_layers + 1, len(texts), d]`` mean-pooled states of the texts; cached by model and texts."""
-    from analysis.activations.pooling import pooled_states
-
     cache = cache or default_cache()
     digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
     spec = {"model": loaded.spec, "texts": digest, "n_texts": len(texts), "max_tokens": max_tokens}
     return cache.get_or_compute("pooled", POOLED_VERSION, spec,
                                 lambda: pooled_states(loaded, texts, max_tokens, progress=progress)).value
+
+
+def model_hidden_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,
+                        progress: Progress | None = None, cache: ResultCache | None = None) -> Entry:
+    """Hidden states ``[n_layers + 1, N, d]`` of the sampled positions, cached (``Entry.value``)."""
+    return hidden_states(loaded, corpus, sampling, compute.batch_size, progress, cache or default_cache())
+
+
+def model_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: PGASettings | None = None,
+              layers: list[int] | None = None, compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
+              cache: ResultCache | None = None, states: Entry | None = None) -> PGARun:
+    """Subspace PGA of every chosen layer (all by default) at every (k, CCR) of ``settings`` (default:
+    ``pga_settings(d)`` with the sampling's seed); each (layer, k, CCR) cached on its own. ``states``:
+    the hidden-states entry when the caller already holds it."""
+    cache = cache or default_cache()
+    settings = settings or pga_settings(loaded.anatomy.d_model, seed=sampling.seed)
+    entry = states or model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
+    hidden = entry.value
+    layers = list(range(hidden.n_layers)) if layers is None else list(layers)
+    results = cached_pga(hidden, entry.provenance["spec"], model_readout(loaded, cache), loaded.spec, settings,
+                         layers, compute.device, progress, cache)
+    return PGARun(tuple(results), settings, loaded.ref.label, loaded.ref.identity, loaded.spec["dtype"],
+                  entry.provenance)

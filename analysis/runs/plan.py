@@ -26,8 +26,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.data.corpus import Sampling
 from analysis.errors import InputError, require
 from analysis.models.devices import DTYPES
+from analysis.runs.settings import DEFAULT_CCR, DEFAULT_N_NULL, SEED
 
 KEYS = {"models", "corpus", "n_tokens", "seeds", "k", "ccr", "null_subspaces", "dtype", "retries", "allow_pickle"}
 
@@ -50,11 +52,11 @@ class SweepPlan:
 
     models: tuple[ModelEntry, ...]
     corpus: str = "builtin"
-    n_tokens: int = 512
-    seeds: tuple[int, ...] = (0,)
+    n_tokens: int = Sampling.n_tokens
+    seeds: tuple[int, ...] = (SEED,)
     ks: tuple[int, ...] | None = None
-    ccrs: tuple[int, ...] = (1,)
-    n_null: int = 100
+    ccrs: tuple[int, ...] = (DEFAULT_CCR,)
+    n_null: int = DEFAULT_N_NULL
     dtype: str = "auto"
     retries: int = 2
     allow_pickle: bool = False

@@ -9,7 +9,6 @@ import gc
 import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
 
 import torch
 
@@ -17,44 +16,21 @@ from analysis.activations.hidden import token_sample, tokenised_corpus
 from analysis.activations.loss import heldout_windows, mean_loss
 from analysis.data.corpus import Corpus, Sampling, bos_token
 from analysis.errors import InputError, require
-from analysis.geometry.pga import LayerPGA, PGASettings
+from analysis.geometry.pga import PGASettings
 from analysis.models.card import describe
 from analysis.models.devices import dtype_name, pick_device, pick_dtype
 from analysis.models.loading import LoadedModel, load
 from analysis.models.refs import ModelRef, hash_files, list_checkpoints, resolve, weight_files
 from analysis.progress import Progress, report
-from analysis.runs.pipeline import cached_pga, model_readout, model_states
+from analysis.results.collections import CheckpointResult, CheckpointSeries, flag_duplicates
+from analysis.runs.pipeline import model_hidden_states, model_pga
+from analysis.runs.settings import Compute, pga_settings
 from analysis.storage.cache import ResultCache, canonical_json, default_cache
 from analysis.storage.store import ResultStore
 
 SERIES_NAMESPACE = "checkpoint"
 SERIES_VERSION = 2
 LOSS_WINDOWS = 16
-
-
-@dataclass(frozen=True)
-class CheckpointResult:
-    """One checkpoint's metrics. ``duplicate_of`` names an earlier checkpoint with identical weights."""
-
-    step: int
-    revision: str
-    identity: str
-    fingerprint: str | None
-    layers: list[LayerPGA]
-    loss: float
-    seconds: dict
-    duplicate_of: str | None = None
-
-    def at(self, k: int, ccr: int) -> list[LayerPGA]:
-        """The per-layer results at one (k, CCR depth)."""
-        return [x for x in self.layers if (x.k, x.ccr) == (k, ccr)]
-
-    @classmethod
-    def from_record(cls, record: dict, step: int | None = None) -> CheckpointResult:
-        """From the JSON value ``measure_checkpoint`` stores; ``step`` fills in an unnumbered checkpoint."""
-        return cls(record["step"] if record["step"] is not None else step, record["revision"] or "",
-                   record["identity"], record["fingerprint"], [LayerPGA.from_record(x) for x in record["layers"]],
-                   record["loss"], record["seconds"])
 
 
 def weights_fingerprint(ref: ModelRef) -> str | None:
@@ -95,18 +71,6 @@ def check_series(name: str, revisions: list[str], weights: bool = True, allow_pi
     return refs
 
 
-def flag_duplicates(results: list[CheckpointResult]) -> list[CheckpointResult]:
-    """Mark each checkpoint whose fingerprint equals an earlier one's."""
-    first: dict[str, str] = {}
-    flagged = []
-    for result in results:
-        original = first.get(result.fingerprint) if result.fingerprint else None
-        if result.fingerprint and original is None:
-            first[result.fingerprint] = result.revision
-        flagged.append(replace(result, duplicate_of=original))
-    return flagged
-
-
 def checkpoint_spec(ref: ModelRef, dtype: str, corpus: Corpus, sampling: Sampling, settings: PGASettings) -> dict:
     """Everything a checkpoint's record depends on: weights, dtype, text, sampling and settings."""
     return {"model": ref.spec, "dtype": dtype, "corpus": corpus.spec, "sampling": sampling.spec,
@@ -120,12 +84,12 @@ def measure_checkpoint(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, 
     "loss", "seconds"}``. Hidden states and per-layer results go through ``cache``."""
     timings = {}
     start = time.perf_counter()
-    hidden, provenance = model_states(loaded, corpus, sampling, progress, cache)
+    compute = Compute(str(loaded.device), dtype_name(loaded.dtype))
+    entry = model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
     sample = token_sample(loaded, corpus, sampling, cache)
     timings["forward"] = time.perf_counter() - start
     start = time.perf_counter()
-    layers = cached_pga(hidden, provenance["spec"], model_readout(loaded, cache), loaded.spec, settings,
-                        list(range(hidden.n_layers)), str(loaded.device), progress, cache)
+    layers = model_pga(loaded, corpus, sampling, settings, None, compute, progress, cache, entry).results
     timings["metrics"] = time.perf_counter() - start
     start = time.perf_counter()
     windows = heldout_windows(tokenised_corpus(loaded, corpus, cache), sample, sampling, LOSS_WINDOWS,
@@ -165,13 +129,15 @@ def free_memory() -> None:
 def training_sweep(name: str, revisions: list[str], corpus: Corpus, sampling: Sampling,
                    settings: PGASettings | None = None, device: str = "auto",
                    progress: Progress | None = None, cache: ResultCache | None = None,
-                   store: ResultStore | None = None, dtype: str = "auto") -> list[CheckpointResult]:
-    """Per-layer PGA (every k and CCR depth in ``settings``) and held-out loss for each checkpoint.
+                   store: ResultStore | None = None, dtype: str = "auto") -> CheckpointSeries:
+    """Per-layer PGA (every k and CCR depth in ``settings``; by default ``pga_settings(d)``, k = d / 4 at
+    most 100) and held-out loss for each checkpoint.
 
     Each checkpoint's record is kept in ``store`` (default: ``cache``), intermediates in ``cache``."""
-    cache, settings = cache or default_cache(), settings or PGASettings()
+    cache = cache or default_cache()
     store = store or cache
     refs = check_series(name, revisions)
+    settings = settings or pga_settings(describe(refs[-1])["d_model"], seed=sampling.seed)
     concrete = dtype_name(pick_dtype(dtype, pick_device(device)))
     results = []
     for number, ref in enumerate(refs):
@@ -185,35 +151,12 @@ def training_sweep(name: str, revisions: list[str], corpus: Corpus, sampling: Sa
                                      checkpoint_spec(ref, concrete, corpus, sampling, settings), compute)
         results.append(CheckpointResult.from_record(entry.value, step=number))
     report(progress, "checkpoints", len(refs), len(refs))
-    return flag_duplicates(results)
+    common = {key: value for key, value in checkpoint_spec(refs[-1], concrete, corpus, sampling, settings).items()
+              if key != "model"}
+    return CheckpointSeries(name, common, flag_duplicates(results))
 
 
-@dataclass(frozen=True)
-class StoredSeries:
-    """One model's checkpoints in a result store, all computed with the same text, sampling, dtype and
-    settings (``spec``), ordered by step."""
-
-    name: str
-    spec: dict
-    results: list[CheckpointResult]
-
-    @property
-    def ks(self) -> list[int]:
-        return self.spec["settings"]["ks"]
-
-    @property
-    def ccrs(self) -> list[int]:
-        return self.spec["settings"]["ccrs"]
-
-    @property
-    def label(self) -> str:
-        sampling, settings = self.spec["sampling"], self.spec["settings"]
-        return (f"{self.name} · {len(self.results)} checkpoints · N {sampling['n_tokens']} · seed {sampling['seed']}"
-                f" · k {self.ks} · CCR {self.ccrs} · R {settings['n_null']} · {self.spec['dtype']}"
-                f" · text {self.spec['corpus']['sha256'][:8]}")
-
-
-def stored_series(store: ResultStore) -> list[StoredSeries]:
+def stored_series(store: ResultStore) -> list[CheckpointSeries]:
     """Every model x settings group of checkpoint records in ``store`` (a sweep's output), no model loaded."""
     groups: dict[tuple, list[dict]] = {}
     for record in store.records(SERIES_NAMESPACE, SERIES_VERSION):
@@ -223,5 +166,5 @@ def stored_series(store: ResultStore) -> list[StoredSeries]:
     for (name, common), values in sorted(groups.items()):
         values.sort(key=lambda v: (v["step"] is None, v["step"] or 0, v["revision"] or ""))
         results = flag_duplicates([CheckpointResult.from_record(v, step=i) for i, v in enumerate(values)])
-        found.append(StoredSeries(name, json.loads(common), results))
+        found.append(CheckpointSeries(name, json.loads(common), results))
     return found

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field, replace
 
 from analysis.data.corpus import Corpus, Sampling, load_corpus
 from analysis.errors import InputError, require
-from analysis.geometry.pga import PGASettings, default_k
+from analysis.geometry.pga import PGASettings
 from analysis.models.card import describe
 from analysis.models.refs import ModelRef, list_checkpoints
 from analysis.progress import Progress, report
 from analysis.runs.plan import SweepPlan
 from analysis.runs.series import SERIES_NAMESPACE, SERIES_VERSION, check_series, checkpoint_spec, measure_runs
+from analysis.runs.settings import pga_settings
 from analysis.storage.cache import ResultCache, default_cache
 from analysis.storage.store import ResultStore, StoreFull
 
@@ -98,14 +99,14 @@ def plan_jobs(plan: SweepPlan, dtype: str, device: str = "auto", cache_dir: str 
         try:
             refs = check_series(entry.model, _revisions(entry), weights=False, allow_pickle=plan.allow_pickle)
             d = describe(refs[-1])["d_model"]
-            ks = plan.ks or (default_k(d),)
+            ks = pga_settings(d, plan.ks).ks
             require(max(ks) <= d, f"k = {max(ks)} is larger than d = {d} of {entry.model!r}.")
             require(max(plan.ccrs) < d, f"CCR depth {max(plan.ccrs)} must be below d = {d} of {entry.model!r}.")
         except InputError as error:
             problems.append(str(error))
             continue
-        runs = tuple((Sampling(plan.n_tokens, seed=seed), PGASettings(ks=ks, ccrs=plan.ccrs, n_null=plan.n_null,
-                                                                       seed=seed)) for seed in plan.seeds)
+        runs = tuple((Sampling(plan.n_tokens, seed=seed), pga_settings(d, ks, plan.ccrs, plan.n_null, seed))
+                     for seed in plan.seeds)
         jobs += [Job(ref, corpus, runs, dtype, device, cache_dir, plan.allow_pickle) for ref in refs]
     require(not problems, "The plan cannot run: " + " ".join(problems))
     return list({job.label: job for job in jobs}.values())

@@ -1,0 +1,21 @@
+"""``python -m analysis`` and the ``readout-geometry`` command: parse, run, turn bad input into one line."""
+
+from __future__ import annotations
+
+import sys
+
+from analysis.cli.commands import COMMANDS
+from analysis.cli.parser import build_parser
+from analysis.errors import InputError
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: nothing partial was written to the cache", file=sys.stderr)
+        return 130

@@ -1,0 +1,335 @@
+"""Result collections: what an analysis returns, with the settings it actually used, its table (the
+rows every page, export and the CLI show) and its plotly figures. No math beyond arranging numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from analysis.capacity.epsilon import Histogram
+from analysis.capacity.formulas import CapacityReport
+from analysis.errors import require
+from analysis.geometry.convergence import LayerConvergence
+from analysis.geometry.pga import LayerPGA, PGASettings
+from analysis.geometry.probes import ProbeResult
+from analysis.geometry.verdict import Verdict
+from analysis.results import figures
+
+
+def pga_rows(results: list[LayerPGA]) -> list[dict]:
+    """One row per (layer, k, CCR): z with its interval, the null, PC angles, spectral metrics."""
+    return [{"layer": r.layer, "k": r.k, "ccr": r.ccr, "z": r.z, "z_low": r.z_interval[0], "z_high": r.z_interval[1],
+             "rho_readout": r.rho_readout, "null_mean": r.null_mean, "null_std": r.null_std, "p_value": r.p_value,
+             **{f"pc{i + 1}_deg": float(a) for i, a in enumerate(r.pc_angles_deg)},
+             "variance_in_readout": r.variance_in_readout, "rankme": r.rankme, "alpha_req": r.alpha_req,
+             "isotropy": r.isotropy, "condition_number": r.condition_number} for r in results]
+
+
+@dataclass(frozen=True)
+class PGARun:
+    """Per-layer PGA at every (k, CCR depth) of ``settings``, layer-major, with what it was computed on."""
+
+    results: tuple[LayerPGA, ...]
+    settings: PGASettings
+    model: str = ""
+    identity: str | None = None
+    dtype: str | None = None
+    provenance: dict | None = field(default=None, compare=False)
+
+    @property
+    def n_tokens(self) -> int:
+        return self.results[0].n_tokens
+
+    @property
+    def n_pairs(self) -> int:
+        return self.results[0].n_pairs
+
+    def at(self, k: int | None = None, ccr: int | None = None) -> list[LayerPGA]:
+        """The per-layer results at one (k, CCR depth); the first of each by default."""
+        k = self.settings.ks[0] if k is None else k
+        ccr = self.settings.ccrs[0] if ccr is None else ccr
+        chosen = [r for r in self.results if (r.k, r.ccr) == (k, ccr)]
+        require(bool(chosen), f"No results at k = {k}, CCR-{ccr}; computed: k {list(self.settings.ks)}, "
+                              f"CCR {list(self.settings.ccrs)}.")
+        return chosen
+
+    def describe(self, k: int | None = None, ccr: int | None = None) -> str:
+        """The settings behind the numbers, as a caption states them."""
+        k = self.settings.ks[0] if k is None else k
+        ccr = self.settings.ccrs[0] if ccr is None else ccr
+        model = f", model {self.model}" if self.model else ""
+        dtype = f", {self.dtype}" if self.dtype else ""
+        return (f"N = {self.n_tokens} tokens, {self.n_pairs:,} pairs, k = {k}, CCR-{ccr}, "
+                f"R = {self.settings.n_null} random subspaces, seed {self.settings.seed}{model}{dtype}")
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame(pga_rows(list(self.results)))
+
+    def z_figure(self, ccrs: list[int] | None = None, k: int | None = None, title: str | None = None) -> go.Figure:
+        """z by layer, one curve per CCR depth (all computed ones by default), at one k."""
+        k = self.settings.ks[0] if k is None else k
+        ccrs = list(self.settings.ccrs) if ccrs is None else ccrs
+        return figures.z_by_layer({f"CCR-{c}": self.at(k, c) for c in ccrs},
+                                  title or f"z by layer at k = {k}, " + ", ".join(f"CCR-{c}" for c in ccrs))
+
+    def to_json(self) -> dict:
+        """The CLI's ``pga`` contract."""
+        runs = [{"k": k, "ccr": c, "layers": [r.to_json() for r in self.at(k, c)]}
+                for k in self.settings.ks for c in self.settings.ccrs]
+        return {"n_tokens": self.n_tokens, "n_pairs": self.n_pairs, "n_null": self.settings.n_null,
+                "seed": self.settings.seed, "identity": self.identity, "settings": self.settings.spec, "runs": runs}
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    """One checkpoint's metrics. ``duplicate_of`` names an earlier checkpoint with identical weights."""
+
+    step: int
+    revision: str
+    identity: str
+    fingerprint: str | None
+    layers: list[LayerPGA]
+    loss: float
+    seconds: dict
+    duplicate_of: str | None = None
+
+    def at(self, k: int, ccr: int) -> list[LayerPGA]:
+        """The per-layer results at one (k, CCR depth)."""
+        return [x for x in self.layers if (x.k, x.ccr) == (k, ccr)]
+
+    @classmethod
+    def from_record(cls, record: dict, step: int | None = None) -> CheckpointResult:
+        """From the JSON value ``measure_checkpoint`` stores; ``step`` fills in an unnumbered checkpoint."""
+        return cls(record["step"] if record["step"] is not None else step, record["revision"] or "",
+                   record["identity"], record["fingerprint"], [LayerPGA.from_record(x) for x in record["layers"]],
+                   record["loss"], record["seconds"])
+
+    def to_json(self) -> dict:
+        return {"step": self.step, "revision": self.revision, "identity": self.identity,
+                "fingerprint": self.fingerprint, "duplicate_of": self.duplicate_of, "loss": self.loss,
+                "seconds": self.seconds, "layers": [{"k": x.k, "ccr": x.ccr, **x.to_json()} for x in self.layers]}
+
+
+def flag_duplicates(results: list[CheckpointResult]) -> list[CheckpointResult]:
+    """Mark each checkpoint whose fingerprint equals an earlier one's."""
+    first: dict[str, str] = {}
+    flagged = []
+    for result in results:
+        original = first.get(result.fingerprint) if result.fingerprint else None
+        if result.fingerprint and original is None:
+            first[result.fingerprint] = result.revision
+        flagged.append(replace(result, duplicate_of=original))
+    return flagged
+
+
+@dataclass(frozen=True)
+class CheckpointSeries:
+    """One model's checkpoints, all computed with the same text, sampling, dtype and settings
+    (``spec``: the checkpoint record's spec without the model), ordered by step."""
+
+    name: str
+    spec: dict
+    results: list[CheckpointResult]
+
+    @property
+    def ks(self) -> list[int]:
+        return self.spec["settings"]["ks"]
+
+    @property
+    def ccrs(self) -> list[int]:
+        return self.spec["settings"]["ccrs"]
+
+    @property
+    def label(self) -> str:
+        sampling, settings = self.spec["sampling"], self.spec["settings"]
+        return (f"{self.name} · {len(self.results)} checkpoints · N {sampling['n_tokens']} · seed {sampling['seed']}"
+                f" · k {self.ks} · CCR {self.ccrs} · R {settings['n_null']} · {self.spec['dtype']}"
+                f" · text {self.spec['corpus']['sha256'][:8]}")
+
+    def describe(self, k: int, ccr: int) -> str:
+        sampling, settings = self.spec["sampling"], self.spec["settings"]
+        return (f"N = {sampling['n_tokens']}, k = {k}, CCR-{ccr}, R = {settings['n_null']}, seed {sampling['seed']}, "
+                f"{self.spec['dtype']}; loss on {self.spec['loss_windows']} held-out windows of the same text.")
+
+    def choose(self, revisions: list[str]) -> CheckpointSeries:
+        """The same series restricted to ``revisions`` (kept in step order)."""
+        return replace(self, results=[r for r in self.results if (r.revision or str(r.step)) in revisions])
+
+    def table(self, k: int, ccr: int) -> pd.DataFrame:
+        return pd.DataFrame([{"step": r.step, "revision": r.revision, "identity": r.identity,
+                              "duplicate_of": r.duplicate_of, "loss": r.loss, "layer": x.layer, "z": x.z,
+                              "pc1_angle_deg": x.pc1_angle_deg} for r in self.results for x in r.at(k, ccr)])
+
+    def heatmaps(self, k: int, ccr: int) -> go.Figure:
+        return figures.checkpoint_heatmaps(self.results, k, ccr)
+
+    def to_json(self) -> dict:
+        """The CLI's ``training-sweep`` contract."""
+        return {"model": self.name, "settings": self.spec["settings"],
+                "checkpoints": [r.to_json() for r in self.results]}
+
+
+@dataclass(frozen=True)
+class DepthCurves:
+    """z curves of several models or checkpoints, to be compared against relative depth."""
+
+    curves: dict[str, list[LayerPGA]]
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame([{"series": name, "layer": x.layer, "relative_depth": x.layer / max(len(layers) - 1, 1),
+                              "k": x.k, "ccr": x.ccr, "z": x.z} for name, layers in self.curves.items()
+                             for x in layers])
+
+    def figure(self) -> go.Figure:
+        return figures.z_by_relative_depth(self.curves)
+
+
+@dataclass(frozen=True)
+class ConvergenceRun:
+    """Two models' agreement on the same passages, per layer pair, with what it was computed on."""
+
+    model_a: str
+    model_b: str
+    identities: tuple[str, str]
+    units: int
+    k: int
+    n_null: int
+    n_layers_a: int
+    results: list[LayerConvergence]
+
+    def describe(self) -> str:
+        return (f"{self.model_a} against {self.model_b}: {self.units} passages, k = {self.k}, "
+                f"{self.n_null} random subspaces.")
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame([{"layer_a": r.layer_a, "layer_b": r.layer_b, "full": r.full, "readout": r.readout,
+                              "null_mean": r.null_mean, "null_std": r.null_std} for r in self.results])
+
+    def figure(self) -> go.Figure:
+        return figures.convergence_figure(self.results, self.n_layers_a)
+
+    def to_json(self) -> dict:
+        return {"model_a": self.model_a, "model_b": self.model_b, "identities": list(self.identities),
+                "units": self.units, "k": self.k, "n_null": self.n_null,
+                "pairs": self.table().to_dict(orient="records")}
+
+
+@dataclass(frozen=True)
+class ProbeRun:
+    """Probe accuracy per layer beside z at the settings ``pga`` was computed with."""
+
+    model: str
+    identity: str
+    data: str
+    result: ProbeResult
+    pga: PGARun | None = None
+
+    def describe(self) -> str:
+        text = (f"{self.data}: {len(self.result.classes)} classes, {self.result.n_train} training and "
+                f"{self.result.n_test} held-out texts (mean-pooled, first 64 tokens); logistic regression on "
+                "standardised features")
+        return text + (f"; z at {self.pga.describe()}." if self.pga else ".")
+
+    def z(self) -> list[float] | None:
+        return [r.z for r in self.pga.at()] if self.pga else None
+
+    def table(self) -> pd.DataFrame:
+        table = pd.DataFrame({"layer": range(len(self.result.accuracy)), "accuracy": self.result.accuracy})
+        if self.pga:
+            table["z"] = self.z()
+        return table
+
+    def figure(self) -> go.Figure:
+        return figures.probe_figure(self.result.accuracy, self.result.baseline, self.z())
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "identity": self.identity, "data": self.data, "classes": self.result.classes,
+                "n_train": self.result.n_train, "n_test": self.result.n_test, "baseline": self.result.baseline,
+                "accuracy": self.result.accuracy.tolist()}
+
+
+COLOURINGS = ("projection on PC1", "share inside V_k", "token class")
+
+
+@dataclass(frozen=True)
+class TokenMapRun:
+    """A UMAP of one layer after CCR, with the tokens it shows."""
+
+    coords: np.ndarray
+    pc1: np.ndarray
+    share_in_readout: np.ndarray
+    tokens: list[str]
+    contexts: list[str]
+    token_classes: list[str]
+    layer: int
+    ccr: int
+    k: int
+    seed: int
+
+    def describe(self) -> str:
+        return (f"Layer {self.layer}, CCR-{self.ccr}, k = {self.k}, N = {len(self.tokens)}, UMAP seed {self.seed} "
+                "(15 neighbours).")
+
+    def table(self) -> pd.DataFrame:
+        return pd.DataFrame({"x": self.coords[:, 0], "y": self.coords[:, 1], "token": self.tokens,
+                             "pc1": self.pc1, "share_in_readout": self.share_in_readout, "class": self.token_classes})
+
+    def figure(self, colour_by: str = COLOURINGS[0]) -> go.Figure:
+        colour = {COLOURINGS[0]: self.pc1, COLOURINGS[1]: self.share_in_readout,
+                  COLOURINGS[2]: np.array(self.token_classes)}[colour_by]
+        hover = [f"<b>{t!r}</b><br>...{c}" for t, c in zip(self.tokens, self.contexts, strict=True)]
+        return figures.token_map_figure(self.coords, colour, hover, colour_by)
+
+
+def histogram_table(histogram: Histogram) -> pd.DataFrame:
+    return pd.DataFrame({"left": histogram.edges[:-1], "right": histogram.edges[1:], "count": histogram.counts,
+                         "share": histogram.shares})
+
+
+@dataclass(frozen=True)
+class CapacityRun:
+    """A model's W_E (or W_U) cosine statistics and histogram, and the capacity at its epsilon."""
+
+    model: str
+    identity: str
+    geometry: object  # analysis.runs.pipeline.MatrixGeometry
+    report: CapacityReport
+
+    def table(self) -> pd.DataFrame:
+        return histogram_table(self.geometry.histogram)
+
+    def histogram_figure(self, title: str) -> go.Figure:
+        return figures.cosine_histogram_figure(self.geometry.histogram, self.geometry.stats, title)
+
+    def capacity_figure(self) -> go.Figure:
+        return figures.capacity_figure(self.report.d, self.report.eps)
+
+    def to_json(self) -> dict:
+        stats, histogram = self.geometry.stats, self.geometry.histogram
+        return {**self.report.to_json(), "model": self.model, "identity": self.identity,
+                "matrix": self.geometry.which, "tensor": self.geometry.tensor_name, "mu": stats.mu,
+                "sigma": stats.sigma, "epsilon": stats.epsilon, "n_rows": stats.n_rows,
+                "n_zero_rows": stats.n_zero_rows, "d_model": stats.d, "tied_embeddings": self.geometry.tied_embeddings,
+                "histogram": {"edges": histogram.edges.tolist(), "counts": histogram.counts.tolist(),
+                              "sampled_pairs": histogram.sampled}}
+
+
+@dataclass(frozen=True)
+class TriageRun:
+    """The triage verdict and everything behind it."""
+
+    card: dict
+    pga: PGARun
+    deeper: PGARun | None
+    stats: object  # analysis.capacity.epsilon.CosineStats of the embedding
+    verdict: Verdict
+
+    def table(self) -> pd.DataFrame:
+        return self.pga.table()
+
+    def z_figure(self) -> go.Figure:
+        return self.pga.z_figure(title=f"Readout alignment z by layer ({self.pga.describe()})")

@@ -1,0 +1,192 @@
+"""The one door into the library: one entry per analysis, called alike by the CLI, the dashboard and
+the sweep jobs. Each takes the user's choices (``analysis.runs.settings``), fills in the defaults
+from there, runs the cached chain (``analysis.runs.pipeline``) and returns a result collection
+(``analysis.results.collections``) that carries the settings it was computed with, its table and
+its figures.
+
+| analysis | entry | returns |
+|---|---|---|
+| model card | :func:`model_card` | dict |
+| hidden states | :func:`model_hidden_states` | cache Entry of HiddenStates |
+| Subspace PGA of a model on a text | :func:`model_pga` (or :func:`arrays_pga`) | PGARun |
+| triage verdict | :func:`model_triage` | TriageRun |
+| capacity of a model | :func:`model_capacity` (or :func:`formula_capacity`) | CapacityRun / CapacityReport |
+| a checkpoint series | :func:`checkpoint_series` | CheckpointSeries |
+| convergence of two references | :func:`model_convergence` | ConvergenceRun |
+| linear probes | :func:`model_probes` | ProbeRun |
+| the token map | :func:`model_token_map` | TokenMapRun |
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.capacity.formulas import CapacityReport, capacity_report
+from analysis.data.corpus import Corpus, Sampling, text_chunks
+from analysis.data.labelled import Labelled
+from analysis.errors import require
+from analysis.geometry.convergence import convergence
+from analysis.geometry.pga import default_k, pga_sweep, validate_states
+from analysis.geometry.probes import probe_layers
+from analysis.geometry.readout import readout_basis
+from analysis.geometry.token_map import token_class, token_map
+from analysis.geometry.verdict import verdict, worst_late_layer
+from analysis.models.card import describe
+from analysis.models.loading import LoadedModel, load
+from analysis.models.refs import ModelRef, list_checkpoints, resolve
+from analysis.progress import Progress
+from analysis.results.collections import (
+    CapacityRun,
+    CheckpointSeries,
+    ConvergenceRun,
+    PGARun,
+    ProbeRun,
+    TokenMapRun,
+    TriageRun,
+)
+from analysis.runs.pipeline import (
+    matrix_geometry,
+    matrix_stats,
+    model_hidden_states,
+    model_pga,
+    model_pooled,
+    model_readout,
+)
+from analysis.runs.series import free_memory, training_sweep
+from analysis.runs.settings import (
+    CONVERGENCE_N_NULL,
+    CONVERGENCE_UNITS,
+    HISTOGRAM_BINS,
+    SENSITIVITY_DELTA,
+    TRIAGE_DEEPER_CCR,
+    Compute,
+    ModelChoice,
+    clip_epsilon,
+    pga_settings,
+)
+from analysis.storage.cache import ResultCache, default_cache
+from analysis.storage.store import ResultStore
+
+TOKEN_MAP_VERSION = 1
+DEFAULT_COMPUTE = Compute()
+
+
+def resolve_choice(choice: ModelChoice, weights: bool = True) -> ModelRef:
+    """The choice's immutable reference (revision -> commit SHA or content hash)."""
+    return resolve(choice.name, choice.revision, allow_pickle=choice.allow_pickle, weights=weights)
+
+
+def open_model(choice: ModelChoice, compute: Compute = DEFAULT_COMPUTE,
+               progress: Progress | None = None) -> LoadedModel:
+    """Resolve and load the chosen model."""
+    return load(resolve_choice(choice), compute.device, compute.dtype, choice.trust_remote_code, progress)
+
+
+def model_card(choice: ModelChoice) -> dict:
+    """The card from the configuration alone (see ``analysis.models.card.describe``)."""
+    return describe(resolve_choice(choice, weights=False), choice.trust_remote_code)
+
+
+def arrays_pga(states: np.ndarray, w_u: np.ndarray, settings, layers: list[int] | None = None,
+               device: str = "auto", progress: Progress | None = None) -> PGARun:
+    """Subspace PGA of your own states ``[L, N, d]`` (or ``[N, d]``) against your own W_U ``[V, d]``."""
+    require(w_u.ndim == 2, f"The unembedding must be a [V, d] array; got shape {w_u.shape}.")
+    states = validate_states(states, w_u.shape[1])
+    layers = list(range(len(states))) if layers is None else list(layers)
+    return PGARun(tuple(pga_sweep(states, readout_basis(w_u), settings, layers, device, progress)), settings)
+
+
+def model_triage(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,
+                 progress: Progress | None = None, cache: ResultCache | None = None) -> TriageRun:
+    """The verdict: PGA at the default k and CCR over every layer, the worst late layer at a deeper
+    CCR, and epsilon, class and capacity of the embedding."""
+    run = model_pga(loaded, corpus, sampling, compute=compute, progress=progress, cache=cache)
+    worst = worst_late_layer(run.at())
+    deeper = None
+    if worst is not None:
+        deeper_settings = pga_settings(loaded.anatomy.d_model, run.settings.ks, (TRIAGE_DEEPER_CCR,),
+                                       seed=sampling.seed)
+        deeper = model_pga(loaded, corpus, sampling, deeper_settings, [worst.layer], compute, progress, cache)
+    stats, _ = matrix_stats(loaded.ref, "embedding", compute.device, cache or default_cache())
+    report = capacity_report(stats.d, clip_epsilon(stats.epsilon), SENSITIVITY_DELTA)
+    summary = verdict(run.at(), deeper.at()[0] if deeper else None, report)
+    return TriageRun(describe(loaded.ref), run, deeper, stats, summary)
+
+
+def model_capacity(choice: ModelChoice, which: str = "embedding", bins: int = HISTOGRAM_BINS,
+                   sample_pairs: int | None = None, seed: int = 0, device: str = "auto",
+                   delta: float = SENSITIVITY_DELTA, progress: Progress | None = None,
+                   cache: ResultCache | None = None) -> CapacityRun:
+    """epsilon, histogram, class and capacity of W_E (or W_U), reading only that tensor. epsilon is
+    clipped into the formulas' domain in one place (``clip_epsilon``)."""
+    ref = resolve_choice(choice, weights=False)
+    geometry = matrix_geometry(ref, which, bins, sample_pairs, seed, device, progress, cache)
+    report = capacity_report(geometry.stats.d, clip_epsilon(geometry.stats.epsilon), delta)
+    return CapacityRun(choice.label, ref.identity, geometry, report)
+
+
+def formula_capacity(d: int, eps: float, delta: float = SENSITIVITY_DELTA) -> CapacityReport:
+    """Capacity at a given (d, epsilon), no model: epsilon must already be in (0, 1]."""
+    return capacity_report(d, eps, delta)
+
+
+def checkpoint_series(name: str, revisions: list[str] | None, corpus: Corpus, sampling: Sampling, settings=None,
+                      compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
+                      cache: ResultCache | None = None, store: ResultStore | None = None) -> CheckpointSeries:
+    """PGA and held-out loss per checkpoint (``revisions`` None: every checkpoint), duplicates flagged."""
+    revisions = [c.revision for c in list_checkpoints(name)] if revisions is None else revisions
+    return training_sweep(name, revisions, corpus, sampling, settings, compute.device, progress, cache, store,
+                          compute.dtype)
+
+
+def model_convergence(a: ModelChoice, b: ModelChoice, corpus: Corpus, units: int = CONVERGENCE_UNITS,
+                      k: int | None = None, n_null: int = CONVERGENCE_N_NULL, seed: int = 0,
+                      compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
+                      cache: ResultCache | None = None) -> ConvergenceRun:
+    """Do two references (each with its revision) arrange the same passages alike? Each model is
+    loaded in turn, pooled, and released. k defaults to the smaller of the two ``default_k``."""
+    texts = text_chunks(corpus.text, units)
+    pooled, bases, identities = [], [], []
+    for choice in (a, b):
+        loaded = open_model(choice, compute, progress)
+        try:
+            pooled.append(model_pooled(loaded, texts, progress=progress, cache=cache))
+            bases.append(model_readout(loaded, cache))
+            identities.append(loaded.ref.identity)
+        finally:
+            del loaded
+            free_memory()
+    k = k or min(default_k(p.shape[2]) for p in pooled)
+    k = min(k, pooled[0].shape[2], pooled[1].shape[2])
+    results = convergence(pooled[0], pooled[1], bases[0], bases[1], k, n_null, seed)
+    return ConvergenceRun(a.label, b.label, tuple(identities), len(texts), k, n_null, len(pooled[0]), results)
+
+
+def model_probes(loaded: LoadedModel, data: Labelled, seed: int = 0, pga: PGARun | None = None,
+                 progress: Progress | None = None, cache: ResultCache | None = None) -> ProbeRun:
+    """Held-out probe accuracy per layer on mean-pooled states, beside ``pga``'s z when given."""
+    result = probe_layers(model_pooled(loaded, data.texts, progress=progress, cache=cache), data.labels, seed=seed)
+    return ProbeRun(loaded.ref.label, loaded.ref.identity, data.name, result, pga)
+
+
+def model_token_map(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, layer: int, ccr: int,
+                    k: int | None = None, compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
+                    cache: ResultCache | None = None) -> TokenMapRun:
+    """UMAP of one layer after CCR (seeded by the sampling's seed), with each point's token and
+    context; the map is cached by states, layer, CCR, k and seed."""
+    cache = cache or default_cache()
+    entry = model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
+    hidden, basis = entry.value, model_readout(loaded, cache)
+    k = k or default_k(basis.d)
+    states = hidden.layer(layer)
+    layer = layer % hidden.n_layers
+    spec = {"states": entry.provenance["spec"], "readout": loaded.spec, "layer": layer, "ccr": ccr, "k": k,
+            "seed": sampling.seed}
+    mapped = cache.get_or_compute("token-map", TOKEN_MAP_VERSION, spec,
+                                  lambda: token_map(states, basis.top(k), ccr, sampling.seed)).value
+    sample, tokenizer = hidden.sample, loaded.tokenizer
+    tokens = [tokenizer.decode([int(t)]) for t in sample.token_ids]
+    contexts = [tokenizer.decode(sample.windows[r, max(0, c - 8):c + 1].tolist())
+                for r, c in zip(sample.rows, sample.cols, strict=True)]
+    return TokenMapRun(mapped["coords"], mapped["pc1"], mapped["share_in_readout"], tokens, contexts,
+                       [token_class(t) for t in tokens], layer, ccr, k, sampling.seed)

@@ -1,0 +1,80 @@
+"""Every choice an analysis takes, with its default, in one place.
+
+The CLI's flags, the dashboard's controls and the sweep plans read their defaults from here, and
+every caption or export states the settings a result was computed with (carried on the result).
+
+| setting | default | where it matters |
+|---|---|---|
+| model | ``smollm2-135m`` (built in, offline) | every analysis of a model |
+| N token positions | 512 (``Sampling``) | PGA, token map, checkpoint series |
+| k | ``default_k(d) = min(100, d // 4)`` | PGA, convergence, token map, series |
+| CCR depth | 1 | PGA, token map, series |
+| R null subspaces | 100 (PGA), 20 (convergence) | z and its band |
+| triage's deeper CCR | 5 | the triage verdict |
+| histogram bins | 300 | the cosine histogram |
+| sensitivity delta | 0.005 | capacity at eps +- delta |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from analysis.errors import require
+from analysis.geometry.pga import PGASettings, default_k
+from analysis.models.builtin import BUILTIN_NAME
+
+_PGA_DEFAULTS = {f.name: f.default for f in fields(PGASettings)}
+DEFAULT_CCR = _PGA_DEFAULTS["ccrs"][0]
+DEFAULT_N_NULL = _PGA_DEFAULTS["n_null"]
+CONVERGENCE_N_NULL = 20
+CONVERGENCE_UNITS = 200
+TRIAGE_DEEPER_CCR = 5
+HISTOGRAM_BINS = 300
+SENSITIVITY_DELTA = 0.005
+BATCH_SIZE = 8
+SEED = 0
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model as the user names it: a reference (Hub id, folder, checkpoint folder, .gguf or the
+    built-in name) and a revision (Hub branch / tag / SHA, or a checkpoint)."""
+
+    name: str = BUILTIN_NAME
+    revision: str | None = None
+    allow_pickle: bool = False
+    trust_remote_code: bool = False
+
+    @classmethod
+    def parse(cls, text: str, **options) -> ModelChoice:
+        """``"name@revision"`` (or just ``"name"``) -> ModelChoice."""
+        name, _, revision = text.strip().partition("@")
+        require(bool(name.strip()), f"A model reference is empty: {text!r}; write NAME or NAME@REVISION.")
+        return cls(name.strip(), revision.strip() or None, **options)
+
+    @property
+    def label(self) -> str:
+        return self.name + (f"@{self.revision}" if self.revision else "")
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Where and how a model runs; none of it changes a number beyond float rounding except dtype,
+    which is part of every cache key."""
+
+    device: str = "auto"
+    dtype: str = "auto"
+    batch_size: int = BATCH_SIZE
+
+
+def pga_settings(d: int, ks: tuple[int, ...] | None = None, ccrs: tuple[int, ...] = (DEFAULT_CCR,),
+                 n_null: int = DEFAULT_N_NULL, seed: int = SEED, **options) -> PGASettings:
+    """The PGA settings for a model of width ``d``: k defaults to ``default_k(d)``."""
+    return PGASettings(ks=tuple(ks) if ks else (default_k(d),), ccrs=tuple(ccrs), n_null=n_null, seed=seed,
+                       **options)
+
+
+def clip_epsilon(eps: float) -> float:
+    """epsilon as the capacity formulas take it: clipped into (0, 1] (a model whose mu + 2 sigma is
+    at or below 0 is treated as 1e-6, the formulas' lower edge)."""
+    return min(max(float(eps), 1e-6), 1.0)
