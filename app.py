@@ -12,4 +12,4 @@ pages = [
     st.Page("pages/probes.py", title="Linear probes", icon=":material/target:"),
     st.Page("pages/token_map.py", title="Token map", icon=":material/bubble_chart:"),
 ]
-st.navigation(pages).run()  # each page draws the shared sidebar first (dashboard.state.sidebar)
+st.navigation(pages).run()  # each page draws the shared sidebar first (dashboard.sidebar.sidebar)

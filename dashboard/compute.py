@@ -1,8 +1,10 @@
-"""The pages' only way into ``analysis``: cached calls with progress shown, errors made readable.
+"""The pages' only way into ``analysis``: the library's door (``analysis.runs.analyses``) with
+progress bars shown and errors made readable.
 
 Caching: the loaded model is a ``st.cache_resource`` with one entry (a new model releases the old);
-hidden states, readout bases and every metric come from the disk cache (``analysis.storage.cache``), so a
-second visitor, a second tab or a restarted app reads them instead of recomputing.
+the hidden states of the current view stay in memory; everything else comes from the disk cache
+(``analysis.storage.cache``), so a second visitor, a second tab or a restarted app reads it instead
+of recomputing.
 """
 
 from __future__ import annotations
@@ -13,24 +15,30 @@ import gc
 import streamlit as st
 import torch
 
-from analysis.activations.hidden import HiddenStates
-from analysis.capacity.formulas import capacity_report
-from analysis.data.corpus import Corpus, Sampling, builtin_corpus, load_corpus
+from analysis.data.corpus import Corpus, builtin_corpus, load_corpus
+from analysis.data.labelled import Labelled
 from analysis.errors import InputError
-from analysis.geometry.pga import LayerPGA, PGASettings
+from analysis.geometry.readout import ReadoutBasis
 from analysis.models.card import describe
 from analysis.models.loading import LoadedModel, load
 from analysis.models.refs import ModelRef, list_checkpoints, resolve
-from analysis.runs.pipeline import (
-    MatrixGeometry,
-    cached_pga,
-    embedding_unembedding_cosines,
-    matrix_geometry,
-    matrix_stats,
-    model_readout,
-    model_states,
+from analysis.models.train_demo import train_demo
+from analysis.results.collections import (
+    CapacityRun,
+    CheckpointSeries,
+    ConvergenceRun,
+    PGARun,
+    ProbeRun,
+    TokenMapRun,
+    TriageRun,
 )
-from dashboard.state import ViewState, remember, url_int
+from analysis.runs import analyses
+from analysis.runs.series import stored_series
+from analysis.runs.settings import ModelChoice, pga_settings
+from analysis.storage.cache import Entry
+from analysis.storage.paths import cache_dir
+from analysis.storage.store import ResultStore
+from dashboard.view import ViewState
 
 
 @st.cache_data(show_spinner=False, ttl=600)
@@ -49,7 +57,7 @@ def card(ref: ModelRef) -> dict:
     return describe(ref)
 
 
-class _Bar:
+class Bar:
     """A ``Progress`` callback that drives one Streamlit progress bar, naming the step; as a context
     manager it removes the bar on the way out, whatever happened."""
 
@@ -59,7 +67,7 @@ class _Bar:
     def __call__(self, stage: str, done: int, total: int) -> None:
         self.bar.progress(min(done / max(total, 1), 1.0), text=f"{stage}: {done}/{total}")
 
-    def __enter__(self) -> _Bar:
+    def __enter__(self) -> Bar:
         return self
 
     def __exit__(self, *_exc) -> None:
@@ -74,7 +82,7 @@ def _resident(identity: str, device: str, _ref: ModelRef) -> LoadedModel:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    with _Bar(f"Loading {_ref.label}") as bar:
+    with Bar(f"Loading {_ref.label}") as bar:
         return load(_ref, device=device, progress=bar)
 
 
@@ -95,56 +103,88 @@ def corpus(view: ViewState) -> Corpus:
     return load_corpus(view.corpus)
 
 
-def sampling(view: ViewState) -> Sampling:
-    return Sampling(n_tokens=view.n_tokens, seed=view.seed)
-
-
 @st.cache_resource(max_entries=2, show_spinner=False)
-def _states(key: str, _view: ViewState, _loaded: LoadedModel):
-    with _Bar("Hidden states") as bar:
-        return model_states(_loaded, corpus(_view), sampling(_view), progress=bar)
+def _states(key: str, _view: ViewState, _loaded: LoadedModel) -> Entry:
+    with Bar("Hidden states") as bar:
+        return analyses.model_hidden_states(_loaded, corpus(_view), _view.sampling, _view.compute, bar)
 
 
-def states(view: ViewState, loaded: LoadedModel) -> tuple[HiddenStates, dict]:
-    """(hidden states of every layer, their provenance): disk-cached, kept in memory for the view."""
-    key = f"{loaded.spec}|{view.corpus}|{corpus(view).sha256}|{sampling(view).spec}"
+def states(view: ViewState, loaded: LoadedModel) -> Entry:
+    """The cache entry of the view's hidden states (every layer), kept in memory for the view."""
+    key = f"{loaded.spec}|{view.corpus}|{corpus(view).sha256}|{view.sampling.spec}"
     return _states(key, view, loaded)
 
 
-def pga(view: ViewState, loaded: LoadedModel, k: int, ccr: int, layers: list[int] | None = None,
-        n_null: int = 100) -> list[LayerPGA]:
-    """PGA at (k, ccr) for the given layers (all by default); each layer cached on disk."""
-    hidden, provenance = states(view, loaded)
-    layers = list(range(hidden.n_layers)) if layers is None else layers
-    settings = PGASettings(ks=(k,), ccrs=(ccr,), n_null=n_null, seed=view.seed)
-    with _Bar(f"PGA at k = {k}, CCR-{ccr}") as bar:
-        return cached_pga(hidden, provenance["spec"], model_readout(loaded), loaded.spec, settings, layers,
-                          view.device, bar)
+def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
+        layers: list[int] | None = None) -> PGARun:
+    """PGA at k (default d / 4, at most 100) and the CCR depths (default 1) for the given layers (all
+    by default); each (layer, k, CCR) cached on disk."""
+    settings = pga_settings(loaded.anatomy.d_model, (k,) if k else None, ccrs or (1,), seed=view.seed)
+    with Bar(f"PGA at k = {settings.ks[0]}, CCR {', '.join(map(str, settings.ccrs))}") as bar:
+        return analyses.model_pga(loaded, corpus(view), view.sampling, settings, layers, view.compute, bar,
+                                  states=states(view, loaded))
 
 
-def readout(loaded: LoadedModel):
+def triage(view: ViewState, loaded: LoadedModel) -> TriageRun:
+    states(view, loaded)
+    with Bar("Triage") as bar:
+        return analyses.model_triage(loaded, corpus(view), view.sampling, view.compute, bar)
+
+
+def readout(loaded: LoadedModel) -> ReadoutBasis:
     """The readout basis and the singular values of W_U (disk-cached per model)."""
-    return model_readout(loaded)
+    return analyses.model_readout(loaded)
 
 
-def geometry(view: ViewState, which: str, sample_pairs: int | None = None) -> MatrixGeometry:
-    ref = resolved(view.model, view.revision)
-    with _Bar(f"Cosine histogram of the {which}") as bar:
-        return matrix_geometry(ref, which, sample_pairs=sample_pairs, device=view.device, progress=bar)
-
-
-def stats(view: ViewState, which: str = "embedding"):
-    """(closed-form cosine statistics, tied) of the chosen model's W_E or W_U."""
-    return matrix_stats(resolved(view.model, view.revision), which, view.device)
+def capacity(view: ViewState, which: str = "embedding", sample_pairs: int | None = None) -> CapacityRun:
+    """Cosine statistics, histogram and capacity of the chosen model's W_E or W_U."""
+    with Bar(f"Cosine histogram of the {which}") as bar:
+        return analyses.model_capacity(view.choice, which, sample_pairs=sample_pairs, device=view.device,
+                                       progress=bar)
 
 
 def paired(view: ViewState):
-    return embedding_unembedding_cosines(resolved(view.model, view.revision))
+    """Histogram of cos(E_i, U_i), or None for a tied model."""
+    return analyses.paired_cosines(view.choice)
 
 
-def capacity(d: int, eps: float, delta: float = 0.005):
-    """The capacity report at the model's epsilon, clipped into the formulas' domain (0, 1]."""
-    return capacity_report(d, min(max(eps, 1e-6), 1.0), delta)
+def series(view: ViewState, model: str, revisions: list[str], k: int | None = None, ccr: int = 1) -> CheckpointSeries:
+    """Per-checkpoint metrics and loss (each checkpoint cached on disk; a rerun resumes)."""
+    d = card(resolved(model, revisions[-1]))["d_model"]
+    settings = pga_settings(d, (k,) if k else None, (ccr,), seed=view.seed)
+    with Bar("Checkpoints") as bar:
+        return analyses.checkpoint_series(model, revisions, corpus(view), view.sampling, settings, view.compute, bar)
+
+
+def convergence(view: ViewState, a: ModelChoice, b: ModelChoice, units: int) -> ConvergenceRun:
+    """Two references (each with its revision) on the same passages of the built-in text."""
+    with Bar("Convergence") as bar:
+        return analyses.model_convergence(a, b, builtin_corpus(), units, seed=view.seed, compute=view.compute,
+                                          progress=bar)
+
+
+def probes(view: ViewState, loaded: LoadedModel, data: Labelled) -> ProbeRun:
+    """Probe accuracy per layer beside z at the default k and CCR."""
+    run = pga(view, loaded)
+    with Bar("Pooling the texts") as bar:
+        return analyses.model_probes(loaded, data, view.seed, run, bar)
+
+
+def token_map(view: ViewState, loaded: LoadedModel, layer: int, ccr: int) -> TokenMapRun:
+    with st.spinner("Computing the token map (UMAP) ..."):
+        return analyses.model_token_map(loaded, corpus(view), view.sampling, layer, ccr, compute=view.compute)
+
+
+@st.cache_data(show_spinner="Reading the sweep results ...", ttl=60)
+def stored(store_url: str) -> list[CheckpointSeries]:
+    """Every model x settings series a sweep left in the result store (re-read each minute)."""
+    return stored_series(ResultStore(store_url))
+
+
+def train_demo_series() -> dict:
+    """Train the offline demo series into the cache folder (about two minutes on a laptop CPU)."""
+    with Bar("Training the demo series") as bar:
+        return train_demo(cache_dir() / "train-demo", progress=bar)
 
 
 @contextlib.contextmanager
@@ -162,74 +202,3 @@ def friendly_errors():
     except MemoryError:
         st.error("The machine ran out of memory: lower N or choose a smaller model.", icon=":material/memory:")
         st.stop()
-
-
-def series(view: ViewState, model: str, revisions: list[str], k: int, ccr: int):
-    """Per-checkpoint metrics and loss (each checkpoint cached on disk; a rerun resumes)."""
-    from analysis.runs.series import training_sweep
-
-    with _Bar("Checkpoints") as bar:
-        return training_sweep(model, revisions, corpus(view), sampling(view),
-                              PGASettings(ks=(k,), ccrs=(ccr,), seed=view.seed), view.device, bar)
-
-
-@st.cache_data(show_spinner="Reading the sweep results ...", ttl=60)
-def stored(store_url: str) -> list:
-    """Every model x settings series a sweep left in the result store (re-read each minute)."""
-    from analysis.runs.series import stored_series
-    from analysis.storage.store import ResultStore
-
-    return stored_series(ResultStore(store_url))
-
-
-def sweep_source() -> list | None:
-    """The stored sweep series when the page should show them (the default when the store has any);
-    None to compute on this machine."""
-    from analysis.storage.store import default_store_url
-
-    url = default_store_url()
-    with friendly_errors():
-        found = stored(url)
-    if not found:
-        return None
-    options = ["Sweep results", "Compute on this machine"]
-    choice = st.radio("Source", options, horizontal=True, index=min(max(url_int("computed", 0), 0), 1),
-                      help=f"Sweep results: {len(found)} model x settings series in {url} (RG_STORE), read "
-                           "without loading any model. Compute: the sidebar's model, on this machine.")
-    remember(computed=options.index(choice))
-    return found if choice == options[0] else None
-
-
-def train_demo_series() -> dict:
-    """Train the offline demo series into the cache folder (about two minutes on a laptop CPU)."""
-    from analysis.models.train_demo import train_demo
-    from analysis.storage.paths import cache_dir
-
-    with _Bar("Training the demo series") as bar:
-        return train_demo(cache_dir() / "train-demo", progress=bar)
-
-
-def pooled(loaded: LoadedModel, texts: list[str]):
-    from analysis.runs.pipeline import model_pooled
-
-    with _Bar("Pooling the texts") as bar:
-        return model_pooled(loaded, texts, progress=bar)
-
-
-def pooled_of(view: ViewState, model: str, texts: list[str]):
-    """(pooled states, readout basis) of another model, loaded for the call and released."""
-    from analysis.runs.pipeline import model_pooled
-
-    loaded = load(resolve(model), device=view.device)
-    try:
-        return model_pooled(loaded, texts), model_readout(loaded)
-    finally:
-        del loaded
-        gc.collect()
-
-
-@st.cache_data(show_spinner="Computing the token map (UMAP) ...", max_entries=8)
-def token_map(key: str, _states, _readout_k, ccr: int, seed: int):
-    from analysis.geometry.token_map import token_map as compute_map
-
-    return compute_map(_states, _readout_k, ccr, seed)

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard.state import ViewState
+from dashboard.view import ViewState
 
 
 def chart(fig: go.Figure, table: pd.DataFrame, name: str, caption: str | None = None) -> None:

@@ -1,15 +1,13 @@
 """Linear probes per layer beside z: where the representation is linearly readable vs aligned."""
 
-import pandas as pd
 import streamlit as st
 
+from analysis.data.labelled import builtin_task, labelled_from_bytes, labelled_from_hub
 from analysis.errors import InputError
-from analysis.geometry.pga import default_k
-from analysis.geometry.probes import builtin_task, labelled_from_bytes, labelled_from_hub, probe_layers
-from analysis.results import figures
 from dashboard import compute
 from dashboard.export import chart, view_state_button
-from dashboard.state import demo_mode, sidebar, upload_limit_mb
+from dashboard.sidebar import sidebar
+from dashboard.view import demo_mode, upload_limit_mb
 
 view = sidebar()
 st.title("Linear probes")
@@ -34,12 +32,6 @@ elif source.startswith("Upload"):
         st.stop()
 with compute.friendly_errors():
     loaded = compute.loaded_model(view)
-    pooled = compute.pooled(loaded, data.texts)
-    result = probe_layers(pooled, data.labels, seed=view.seed)
-    z = [r.z for r in compute.pga(view, loaded, default_k(loaded.anatomy.d_model), 1)]
-chart(figures.probe_figure(result.accuracy, result.baseline, z),
-      pd.DataFrame({"layer": range(len(result.accuracy)), "accuracy": result.accuracy, "z": z}), "probes",
-      f"{data.name}: {len(result.classes)} classes, {result.n_train} training and {result.n_test} held-out texts "
-      f"(mean-pooled, first 64 tokens); logistic regression on standardised features; z at k = 100, CCR-1, "
-      f"N = {view.n_tokens}.")
+    run = compute.probes(view, loaded, data)
+chart(run.figure(), run.table(), "probes", run.describe())
 view_state_button(view, probe_data=data.name)

@@ -11,11 +11,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.capacity.epsilon import Histogram
-from analysis.capacity.formulas import CapacityReport
+from analysis.capacity.formulas import FORMULAS, CapacityReport, capacity_curves, epsilon_curves
+from analysis.capacity.packing import PackingCell
 from analysis.errors import require
 from analysis.geometry.convergence import LayerConvergence
 from analysis.geometry.pga import LayerPGA, PGASettings
 from analysis.geometry.probes import ProbeResult
+from analysis.geometry.readout import ReadoutBasis
 from analysis.geometry.verdict import Verdict
 from analysis.results import figures
 
@@ -75,6 +77,27 @@ class PGARun:
         ccrs = list(self.settings.ccrs) if ccrs is None else ccrs
         return figures.z_by_layer({f"CCR-{c}": self.at(k, c) for c in ccrs},
                                   title or f"z by layer at k = {k}, " + ", ".join(f"CCR-{c}" for c in ccrs))
+
+    def null_figure(self, layer: int, k: int | None = None, ccr: int | None = None) -> go.Figure:
+        return figures.null_distribution(self.layer(layer, k, ccr))
+
+    def null_table(self, layer: int, k: int | None = None, ccr: int | None = None) -> pd.DataFrame:
+        return pd.DataFrame({"null_rho": self.layer(layer, k, ccr).null})
+
+    def layer(self, layer: int, k: int | None = None, ccr: int | None = None) -> LayerPGA:
+        """One layer's result at (k, CCR)."""
+        chosen = [r for r in self.at(k, ccr) if r.layer == layer]
+        require(bool(chosen), f"Layer {layer} was not computed; computed: {[r.layer for r in self.at(k, ccr)]}.")
+        return chosen[0]
+
+    def pc1_figure(self, k: int | None = None, ccr: int | None = None) -> go.Figure:
+        return figures.pc_angle_by_layer(self.at(k, ccr))
+
+    def pc_heatmap(self, k: int | None = None, ccr: int | None = None) -> go.Figure:
+        return figures.pc_angle_heatmap(self.at(k, ccr))
+
+    def spectral_figure(self, k: int | None = None, ccr: int | None = None) -> go.Figure:
+        return figures.spectral_small_multiples(self.at(k, ccr))
 
     def to_json(self) -> dict:
         """The CLI's ``pga`` contract."""
@@ -283,6 +306,38 @@ class TokenMapRun:
                   COLOURINGS[2]: np.array(self.token_classes)}[colour_by]
         hover = [f"<b>{t!r}</b><br>...{c}" for t, c in zip(self.tokens, self.contexts, strict=True)]
         return figures.token_map_figure(self.coords, colour, hover, colour_by)
+
+
+def spectrum_table(basis: ReadoutBasis) -> pd.DataFrame:
+    """Singular values of W_U by rank."""
+    return pd.DataFrame({"rank": range(1, basis.d + 1), "singular_value": basis.singular_values})
+
+
+def sensitivity_table(report: CapacityReport) -> pd.DataFrame:
+    """Capacity under each formula at eps - delta, eps and eps + delta."""
+    return pd.DataFrame([{"formula": figures.FORMULA_LABELS[name],
+                          f"eps - {report.delta}": f"{report.at_minus[name]:.3g}",
+                          f"eps = {report.eps:.4f}": f"{report.capacity[name]:.3g}",
+                          f"eps + {report.delta}": f"{report.at_plus[name]:.3g}"} for name in FORMULAS])
+
+
+def capacity_curves_table(d: int, eps: float) -> pd.DataFrame:
+    """The capacity-against-epsilon curves ``figures.capacity_figure`` draws."""
+    return pd.DataFrame(capacity_curves(d, figures.capacity_grid(eps)))
+
+
+def epsilon_curves_table(k: float) -> pd.DataFrame:
+    """The epsilon-against-d curves ``figures.epsilon_by_dimension`` draws."""
+    return pd.DataFrame(epsilon_curves(k))
+
+
+def packing_table(cells: list[PackingCell]) -> pd.DataFrame:
+    return pd.DataFrame([cell.to_json() for cell in cells])
+
+
+def fits_table(fits: dict) -> pd.DataFrame:
+    """One row per fitted form: its constants, R^2, MAPE and NRMSE (``analysis.capacity.packing.fit_formulas``)."""
+    return pd.DataFrame(fits).T
 
 
 def histogram_table(histogram: Histogram) -> pd.DataFrame:

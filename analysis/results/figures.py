@@ -130,10 +130,15 @@ def paired_cosine_figure(histogram: Histogram) -> go.Figure:
     return _layout(fig, f"Each token's embedding vs its unembedding row ({int(histogram.counts.sum()):,} tokens)")
 
 
+def capacity_grid(eps: float) -> np.ndarray:
+    """The epsilon values the capacity curves are drawn at: up to past the model's epsilon."""
+    return np.linspace(0.01, min(1.0, max(0.3, 1.15 * eps)), 300)
+
+
 def capacity_figure(d: int, eps: float) -> go.Figure:
     """Capacity against epsilon at this d under each formula (log y), the model's point, the class
     zones, and the epsilon range where the full form leaves its fitted k range shaded."""
-    curves = capacity_curves(d, np.linspace(0.01, min(1.0, max(0.3, 1.15 * eps)), 300))
+    curves = capacity_curves(d, capacity_grid(eps))
     grid = curves["eps"]
     fig = go.Figure()
     outside = (curves["full"] < FITTED_K[0]) | (curves["full"] > FITTED_K[1])

@@ -45,6 +45,7 @@ from analysis.results.collections import (
     TriageRun,
 )
 from analysis.runs.pipeline import (
+    embedding_unembedding_cosines,
     matrix_geometry,
     matrix_stats,
     model_hidden_states,
@@ -123,6 +124,11 @@ def model_capacity(choice: ModelChoice, which: str = "embedding", bins: int = HI
     geometry = matrix_geometry(ref, which, bins, sample_pairs, seed, device, progress, cache)
     report = capacity_report(geometry.stats.d, clip_epsilon(geometry.stats.epsilon), delta)
     return CapacityRun(choice.label, ref.identity, geometry, report)
+
+
+def paired_cosines(choice: ModelChoice, bins: int = HISTOGRAM_BINS, cache: ResultCache | None = None):
+    """Histogram of each token's cos(E_i, U_i), or None for a tied model (all ones)."""
+    return embedding_unembedding_cosines(resolve_choice(choice, weights=False), bins, cache)
 
 
 def formula_capacity(d: int, eps: float, delta: float = SENSITIVITY_DELTA) -> CapacityReport:

@@ -1,14 +1,8 @@
-"""The shared sidebar (model, checkpoint, text, N, seed, device), mirrored in the URL query string.
-
-Page controls (k, CCR depth, layer) are mirrored in the URL too, through :func:`url_int`, so a link
-reproduces a view. With ``RG_DEMO=1`` (live talks): a fixed model list, N up to 1024, uploads up to
-1 MB, no free-text paths or Hub ids.
-"""
+"""The shared sidebar (model, checkpoint, text, N, seed, device), mirrored in the URL query string."""
 
 from __future__ import annotations
 
-import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 
 import streamlit as st
 
@@ -16,56 +10,12 @@ from analysis.data.corpus import corpus_from_bytes
 from analysis.errors import InputError
 from analysis.models.builtin import BUILTIN_NAME
 from analysis.models.refs import KNOWN_MODELS
+from dashboard.compute import checkpoints
+from dashboard.routing import route_through_app
+from dashboard.view import ViewState, demo_mode, n_choices, query_value, upload_limit_mb
 
 SOURCES = ("Built-in default", "Known Hub model", "Hub id", "Local folder", "Checkpoint folder", "GGUF file")
 DEVICES = ("auto", "cpu", "cuda")
-
-
-def demo_mode() -> bool:
-    """``RG_DEMO`` set (read on every run, so a test or a restart can switch it)."""
-    return os.environ.get("RG_DEMO", "") not in ("", "0", "false")
-
-
-def n_choices() -> tuple[int, ...]:
-    return (128, 256, 512, 1024) if demo_mode() else (128, 256, 512, 1024, 2048, 4096)
-
-
-def upload_limit_mb() -> int:
-    return 1 if demo_mode() else 50
-
-
-@dataclass(frozen=True)
-class ViewState:
-    """Everything the sidebar selects; serialisable to the URL and to JSON."""
-
-    model: str = BUILTIN_NAME
-    revision: str = ""
-    corpus: str = "builtin"
-    n_tokens: int = 512
-    seed: int = 0
-    device: str = "auto"
-
-
-def _query_value(key: str, default):
-    raw = st.query_params.get(key)
-    if raw is None:
-        return default
-    try:
-        return type(default)(raw)
-    except ValueError:
-        st.warning(f"Ignoring the URL parameter {key}={raw!r}: it must be a {type(default).__name__}.")
-        return default
-
-
-def url_int(key: str, default: int) -> int:
-    """An integer page control's starting value from the URL."""
-    return int(_query_value(key, default))
-
-
-def remember(**values) -> None:
-    """Write page controls to the URL (defaults are written too, so links are explicit)."""
-    for key, value in values.items():
-        st.query_params[key] = str(value)
 
 
 def _source_of(model: str) -> str:
@@ -105,8 +55,6 @@ def _model_picker(start: ViewState) -> tuple[str, str]:
 
 
 def _checkpoint_picker(model: str, current: str) -> str:
-    from dashboard.compute import checkpoints
-
     steps = checkpoints(model)
     if not steps:
         return st.sidebar.text_input("Revision (branch, tag or commit SHA)", value=current).strip()
@@ -150,26 +98,11 @@ def _corpus_picker(start: str) -> str:
     return key
 
 
-def _route_through_app() -> None:
-    """Make sure ``app.py``'s ``st.navigation`` routes this run.
-
-    A folder named ``pages/`` beside the main script makes Streamlit start in its older router, which
-    runs a requested page (``/readout``) directly, without ``app.py``, until some run calls
-    ``st.navigation``. The first such run switches the router over and reruns, so the page is
-    served through the frame with its titles and icons.
-    """
-    from streamlit.runtime.pages_manager import PagesManager
-
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        st.rerun()
-
-
 def sidebar() -> ViewState:
     """Draw the shared sidebar and return the chosen state (also written back to the URL)."""
-    _route_through_app()
+    route_through_app()
     defaults = ViewState()
-    start = ViewState(**{k: _query_value(k, v) for k, v in asdict(defaults).items()})
+    start = ViewState(**{k: query_value(k, v) for k, v in asdict(defaults).items()})
     if demo_mode() and start.model not in (BUILTIN_NAME, *KNOWN_MODELS):
         start = replace(start, model=BUILTIN_NAME, revision="")
     if demo_mode() and not start.corpus.startswith(("builtin", "upload:")):
