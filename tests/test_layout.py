@@ -1,10 +1,13 @@
-"""Project rules a test can enforce: the library never imports streamlit; the code passes ruff."""
+"""Project rules a test can enforce: the library never imports streamlit; project modules import each
+other at the top only, with no circle; the code passes ruff."""
 
 import ast
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,3 +33,74 @@ def test_the_gpu_benchmark_runs_at_smoke_size():
     result = subprocess.run([sys.executable, "bench/gpu.py", "--smoke"], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert "tokens/s" in result.stdout and "PGA sweep: 3 layers" in result.stdout
+
+
+PROJECT = ("analysis", "dashboard")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _project_imports(tree: ast.AST) -> list[tuple[ast.AST, str]]:
+    """(node, imported project module) for every import in the tree, at any depth."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node, a.name) for a in node.names if a.name.split(".")[0] in PROJECT]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PROJECT:
+            found += [(node, f"{node.module}.{a.name}") for a in node.names]
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports (``from pkg import mod`` counts as importing pkg.mod)."""
+    paths = [p for package in PROJECT for p in (ROOT / package).rglob("*.py")]
+    modules = {_module_name(p) for p in paths}
+    graph = {}
+    for path in paths:
+        edges = set()
+        for _, target in _project_imports(ast.parse(path.read_text())):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != _module_name(path):
+                edges.add(target)
+        graph[_module_name(path)] = edges
+    return graph
+
+
+def test_project_modules_import_each_other_at_the_top_only():
+    for package in PROJECT:
+        for path in (ROOT / package).rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            top = {id(node) for node in tree.body}
+            inner = [f"{path.relative_to(ROOT)}:{node.lineno} {name}" for node, name in _project_imports(tree)
+                     if id(node) not in top]
+            assert not inner, f"imports inside functions hide the import graph: {inner}"
+
+
+def test_the_import_graph_has_no_circle():
+    graph, state, path = import_graph(), {}, []
+
+    def visit(module: str) -> None:
+        state[module] = "open"
+        path.append(module)
+        for target in sorted(graph[module]):
+            assert state.get(target) != "open", "import circle: " + " -> ".join(path[path.index(target):] + [target])
+            if target not in state:
+                visit(target)
+        path.pop()
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+
+
+def test_a_planted_circle_is_found(monkeypatch):
+    """The circle check finds a circle hidden in a function (guards the test above against passing vacuously)."""
+    planted = {"analysis.a": {"analysis.b"}, "analysis.b": {"analysis.a"}}
+    monkeypatch.setattr(sys.modules[__name__], "import_graph", lambda: planted)
+    with pytest.raises(AssertionError, match="import circle: analysis.a -> analysis.b -> analysis.a"):
+        test_the_import_graph_has_no_circle()

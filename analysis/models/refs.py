@@ -22,6 +22,8 @@ from pathlib import Path
 
 from analysis.errors import InputError
 from analysis.models import builtin
+from analysis.models.hub import hub_step_branches, resolve_hub
+from analysis.storage.cache import default_cache
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 STEP_DIR = re.compile(r"^(?:checkpoint-|step)(\d+)$")
@@ -103,8 +105,6 @@ def resolve(name: str, revision: str | None = None, allow_pickle: bool = False,
             f"Give a Hub id, a folder written by save_pretrained, a checkpoint folder, a .gguf file, "
             f"or {builtin.BUILTIN_NAME!r}."
         )
-    from analysis.models.hub import resolve_hub
-
     sha, folder = resolve_hub(name, revision, allow_pickle, weights=weights)
     step = _step_of(revision) if revision else None
     return ModelRef(name, "hub", revision, sha, folder, None, step)
@@ -168,8 +168,6 @@ def list_checkpoints(name: str) -> list[Checkpoint]:
         return list_local_checkpoints(path)
     if name == builtin.BUILTIN_NAME or not HUB_ID.match(name):
         return []
-    from analysis.models.hub import hub_step_branches
-
     steps = hub_step_branches(name)
     if steps is None and name.lower().startswith("eleutherai/pythia-"):
         steps = list(PYTHIA_STEPS)
@@ -198,8 +196,6 @@ def _configs(folder: Path) -> list[Path]:
 
 def hash_files(files: list[Path]) -> str:
     """SHA-256 over (file name, SHA-256 of contents) of each file; memoised on disk by size and mtime."""
-    from analysis.storage.cache import default_cache
-
     digest = hashlib.sha256()
     for path in files:
         stat = path.stat()

@@ -16,6 +16,8 @@ from safetensors import safe_open
 
 from analysis.errors import InputError, require
 from analysis.models import arch
+from analysis.models.hub import fetch_file
+from analysis.models.loading import gguf_as_safetensors
 from analysis.models.refs import ModelRef
 
 INDEX = "model.safetensors.index.json"
@@ -58,8 +60,6 @@ def read_matrix(ref: ModelRef, which: str = "embedding", trust_remote_code: bool
 
 def _safetensors_folder(ref: ModelRef) -> Path:
     if ref.gguf_file:
-        from analysis.models.loading import gguf_as_safetensors
-
         return gguf_as_safetensors(ref)
     return ref.path
 
@@ -78,8 +78,6 @@ def _local_file(ref: ModelRef, folder: Path, file_name: str) -> Path:
     if path.exists():
         return path
     if ref.kind == "hub":
-        from analysis.models.hub import fetch_file
-
         return fetch_file(ref.name, ref.identity, file_name)
     raise InputError(f"Model {ref.name!r} has no safetensors file {file_name!r}; convert its weights "
                      "to safetensors (only safetensors are read without loading the model).")

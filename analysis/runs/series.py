@@ -19,6 +19,7 @@ from analysis.errors import InputError, require
 from analysis.geometry.pga import PGASettings
 from analysis.models.card import describe
 from analysis.models.devices import dtype_name, pick_device, pick_dtype
+from analysis.models.hub import published_weight_hashes
 from analysis.models.loading import LoadedModel, load
 from analysis.models.refs import ModelRef, hash_files, list_checkpoints, resolve, weight_files
 from analysis.progress import Progress, report
@@ -36,8 +37,6 @@ LOSS_WINDOWS = 16
 def weights_fingerprint(ref: ModelRef) -> str | None:
     """A hash of the weights alone: the Hub's published file hashes, else the files' contents."""
     if ref.kind == "hub":
-        from analysis.models.hub import published_weight_hashes
-
         published = published_weight_hashes(ref.name, ref.identity)
         if published:
             return "hub:" + published

@@ -15,6 +15,7 @@ from analysis.data.corpus import Corpus, Sampling, load_corpus
 from analysis.errors import InputError, require
 from analysis.geometry.pga import PGASettings
 from analysis.models.card import describe
+from analysis.models.hub import resolve_hub
 from analysis.models.refs import ModelRef, list_checkpoints
 from analysis.progress import Progress, report
 from analysis.runs.plan import SweepPlan
@@ -116,8 +117,6 @@ def with_weights(ref: ModelRef, allow_pickle: bool = False) -> ModelRef:
     """A Hub reference resolved with ``weights=False`` gets its weights, by commit SHA."""
     if ref.kind != "hub":
         return ref
-    from analysis.models.hub import resolve_hub
-
     _, folder = resolve_hub(ref.name, ref.identity, allow_pickle)
     return replace(ref, path=folder)
 
