@@ -2,19 +2,26 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup app test bench
+.PHONY: setup setup-dev app test bench
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+# The project installs as a package (editable): the library, the CLI (`readout-geometry`) and the dashboard glue.
+$(VENV)/.installed: pyproject.toml requirements.txt
 	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed requirements-dev.txt requirements-ray.txt
+	$(PY) -m pip install --quiet -e ".[dev,ray]"
 	touch $@
 
 setup: $(VENV)/.installed
 
+setup-dev: $(VENV)/.installed-dev
+
 app: setup
 	$(VENV)/bin/streamlit run app.py
 
-test: setup
+test: setup-dev
 	$(PY) -m pytest -q
 
 bench: setup

@@ -104,3 +104,43 @@ def test_a_planted_circle_is_found(monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "import_graph", lambda: planted)
     with pytest.raises(AssertionError, match="import circle: analysis.a -> analysis.b -> analysis.a"):
         test_the_import_graph_has_no_circle()
+
+
+def _requirement_names(*files: str) -> set[str]:
+    names = set()
+    for name in files:
+        for line in (ROOT / name).read_text().splitlines():
+            line = line.split("#")[0].strip()
+            if line:
+                names.add(line.split("==")[0].strip().lower().replace("_", "-"))
+    return names
+
+
+def test_every_third_party_import_is_declared():
+    """What the library, the dashboard and the pages import is in requirements.txt (optional Ray in its extra)."""
+    from importlib.metadata import packages_distributions
+
+    distributions = packages_distributions()
+    declared = _requirement_names("requirements.txt", "requirements-ray.txt")
+    sources = [*(ROOT / "analysis").rglob("*.py"), *(ROOT / "dashboard").rglob("*.py"), *(ROOT / "pages").glob("*.py"),
+               ROOT / "app.py"]
+    missing = set()
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            for top in {n.split(".")[0] for n in names} - set(sys.stdlib_module_names) - set(PROJECT):
+                owners = {d.lower().replace("_", "-") for d in distributions.get(top, [top])}
+                if not owners & declared:
+                    missing.add(f"{top} ({path.relative_to(ROOT)})")
+    assert not missing, f"imported but not declared in requirements.txt: {sorted(missing)}"
+
+
+def test_the_console_command_is_python_m_analysis():
+    command = Path(sys.executable).parent / "readout-geometry"
+    assert command.exists(), "pip install -e . installs the readout-geometry command"
+    for args in (["--help"], ["capacity", "--d", "4096", "--eps", "0.0645", "--json"]):
+        installed = subprocess.run([str(command), *args], capture_output=True, text=True, cwd=ROOT)
+        module = subprocess.run([sys.executable, "-m", "analysis", *args], capture_output=True, text=True, cwd=ROOT)
+        assert installed.returncode == module.returncode == 0, installed.stderr
+        assert installed.stdout == module.stdout

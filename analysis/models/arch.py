@@ -82,21 +82,14 @@ def check_supported(config) -> None:
     )
 
 
-def _module(model: nn.Module, dotted: str) -> nn.Module:
-    module = model
-    for part in dotted.split("."):
-        module = getattr(module, part)
-    return module
-
-
 def layers(model: nn.Module) -> nn.ModuleList:
     """The transformer blocks, in order."""
-    return _module(model, layout(model.config).layers)
+    return model.get_submodule(layout(model.config).layers)
 
 
 def final_norm(model: nn.Module) -> nn.Module:
     """The norm applied to the last block's output before the unembedding."""
-    return _module(model, layout(model.config).final_norm)
+    return model.get_submodule(layout(model.config).final_norm)
 
 
 def unembedding(model: nn.Module) -> torch.Tensor:

@@ -31,13 +31,10 @@ MANUAL_FETCH = (
 )
 
 
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+def sha256_file(path: Path) -> str:
     """Hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def builtin_gguf_path() -> Path:

@@ -7,15 +7,15 @@ the local Hugging Face cache is used for that revision; if it holds nothing the 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
-from huggingface_hub import HfApi, constants, snapshot_download
+from huggingface_hub import HfApi, constants, hf_hub_download, snapshot_download, try_to_load_from_cache
 from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
 from analysis.errors import InputError
 
-SHA = re.compile(r"^[0-9a-f]{40}$")
 TIMEOUT_S = 10.0
 
 
@@ -69,15 +69,10 @@ def commit_sha(repo_id: str, revision: str) -> str:
 
 
 def cached_commit(repo_id: str, revision: str, cache_dir: str | Path | None = None) -> str | None:
-    """The commit SHA the local HF cache holds for ``revision`` (a SHA, or a ref it recorded)."""
-    root = Path(cache_dir or constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}"
-    if SHA.match(revision):
-        return revision if (root / "snapshots" / revision).is_dir() else None
-    ref = root / "refs" / revision
-    if ref.is_file():
-        sha = ref.read_text().strip()
-        return sha if (root / "snapshots" / sha).is_dir() else None
-    return None
+    """The commit SHA whose snapshot the local HF cache holds for ``revision`` (a SHA, or a ref it
+    recorded): the folder ``try_to_load_from_cache`` finds the snapshot's config.json in."""
+    found = try_to_load_from_cache(repo_id, "config.json", cache_dir=cache_dir, revision=revision)
+    return Path(found).parent.name if isinstance(found, str) else None
 
 
 def hub_step_branches(repo_id: str) -> list[int] | None:
@@ -94,15 +89,11 @@ def hub_step_branches(repo_id: str) -> list[int] | None:
 
 def fetch_file(repo_id: str, sha: str, filename: str) -> Path:
     """One file of a commit, from the local cache or the Hub."""
-    from huggingface_hub import hf_hub_download
-
     return Path(hf_hub_download(repo_id, filename, revision=sha, local_files_only=constants.HF_HUB_OFFLINE))
 
 
 def published_weight_hashes(repo_id: str, sha: str) -> str | None:
     """SHA-256 over the weight files' hashes the Hub publishes for a commit; None when unreachable."""
-    import hashlib
-
     if constants.HF_HUB_OFFLINE:
         return None
     try:
