@@ -150,10 +150,9 @@ def paired(view: ViewState):
 
 def series(view: ViewState, model: str, revisions: list[str], k: int | None = None, ccr: int = 1) -> CheckpointSeries:
     """Per-checkpoint metrics and loss (each checkpoint cached on disk; a rerun resumes)."""
-    d = card(resolved(model, revisions[-1]))["d_model"]
-    settings = pga_settings(d, (k,) if k else None, (ccr,), seed=view.seed)
     with Bar("Checkpoints") as bar:
-        return analyses.checkpoint_series(model, revisions, corpus(view), view.sampling, settings, view.compute, bar)
+        return analyses.checkpoint_series(model, revisions, corpus(view), view.sampling, (k,) if k else None, (ccr,),
+                                          compute=view.compute, progress=bar)
 
 
 def convergence(view: ViewState, a: ModelChoice, b: ModelChoice, units: int) -> ConvergenceRun:

@@ -53,7 +53,7 @@ def test_report_flags_extrapolation_and_gives_sensitivity():
 
 def test_six_orders_of_magnitude_between_005_and_009_at_8192():
     ratio = capacity(0.09, 8192, "full") / capacity(0.05, 8192, "full")
-    assert math.log10(ratio) > 5.5  # METHODS.md: about six orders of magnitude
+    assert math.log10(ratio) > 5.5  # docs/methods.md: about six orders of magnitude
 
 
 def test_curves_are_monotone():

@@ -40,7 +40,7 @@ def test_orthonormal_rows_have_zero_epsilon_and_identical_rows_one():
 
 
 def test_exact_block_histogram_matches_numpy_and_counts_every_pair(monkeypatch):
-    import analysis.capacity.formulas.epsilon as epsilon
+    import analysis.capacity.epsilon as epsilon
 
     monkeypatch.setattr(epsilon, "BLOCK_ROWS", 128)  # several blocks, and a ragged last one
     matrix = np.random.default_rng(2).standard_normal((1000, 16)) + 0.2
@@ -77,7 +77,7 @@ def test_bad_matrices():
 
 
 def test_too_large_for_memory_says_how_much(monkeypatch):
-    import analysis.capacity.formulas.epsilon as epsilon
+    import analysis.capacity.epsilon as epsilon
 
     monkeypatch.setattr(epsilon, "available_bytes", lambda device: 1000)
     with pytest.raises(InputError, match="needs about .* GiB.*sample rows"):

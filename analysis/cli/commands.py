@@ -143,10 +143,8 @@ def checkpoints(args: argparse.Namespace) -> int:
 
 
 def training_sweep(args: argparse.Namespace) -> int:
-    revisions = None if args.revisions is None else list(args.revisions)
-    card = analyses.model_card(ModelChoice(args.model, revisions[-1] if revisions else None))
-    settings = pga_settings(card["d_model"], args.k, args.ccr, args.n_null, args.seed)
-    series = analyses.checkpoint_series(args.model, revisions, corpus_from(args), sampling_from(args), settings,
+    series = analyses.checkpoint_series(args.model, None if args.revisions is None else list(args.revisions),
+                                        corpus_from(args), sampling_from(args), args.k, args.ccr, args.n_null,
                                         compute_from(args), TqdmProgress())
     emit_json(series.to_json(), args.json)
     return 0

@@ -57,6 +57,8 @@ from analysis.runs.series import free_memory, training_sweep
 from analysis.runs.settings import (
     CONVERGENCE_N_NULL,
     CONVERGENCE_UNITS,
+    DEFAULT_CCR,
+    DEFAULT_N_NULL,
     HISTOGRAM_BINS,
     SENSITIVITY_DELTA,
     TRIAGE_DEEPER_CCR,
@@ -136,11 +138,17 @@ def formula_capacity(d: int, eps: float, delta: float = SENSITIVITY_DELTA) -> Ca
     return capacity_report(d, eps, delta)
 
 
-def checkpoint_series(name: str, revisions: list[str] | None, corpus: Corpus, sampling: Sampling, settings=None,
-                      compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
-                      cache: ResultCache | None = None, store: ResultStore | None = None) -> CheckpointSeries:
-    """PGA and held-out loss per checkpoint (``revisions`` None: every checkpoint), duplicates flagged."""
+def checkpoint_series(name: str, revisions: list[str] | None, corpus: Corpus, sampling: Sampling,
+                      ks: tuple[int, ...] | None = None, ccrs: tuple[int, ...] = (DEFAULT_CCR,),
+                      n_null: int = DEFAULT_N_NULL, compute: Compute = DEFAULT_COMPUTE,
+                      progress: Progress | None = None, cache: ResultCache | None = None,
+                      store: ResultStore | None = None) -> CheckpointSeries:
+    """PGA and held-out loss per checkpoint (``revisions`` None: every checkpoint), duplicates flagged;
+    k defaults to d / 4 (at most 100) of the final checkpoint chosen."""
     revisions = [c.revision for c in list_checkpoints(name)] if revisions is None else revisions
+    require(len(revisions) >= 1, f"No checkpoints chosen for {name!r}; pick at least one.")
+    d = model_card(ModelChoice(name, revisions[-1] or None))["d_model"]
+    settings = pga_settings(d, ks, ccrs, n_null, sampling.seed)
     return training_sweep(name, revisions, corpus, sampling, settings, compute.device, progress, cache, store,
                           compute.dtype)
 

@@ -25,7 +25,7 @@ from analysis.models.refs import ModelRef, hash_files, list_checkpoints, resolve
 from analysis.progress import Progress, report
 from analysis.results.collections import CheckpointResult, CheckpointSeries, flag_duplicates
 from analysis.runs.pipeline import model_hidden_states, model_pga
-from analysis.runs.settings import Compute, pga_settings
+from analysis.runs.settings import Compute
 from analysis.storage.cache import ResultCache, canonical_json, default_cache
 from analysis.storage.store import ResultStore
 
@@ -126,17 +126,15 @@ def free_memory() -> None:
 
 
 def training_sweep(name: str, revisions: list[str], corpus: Corpus, sampling: Sampling,
-                   settings: PGASettings | None = None, device: str = "auto",
+                   settings: PGASettings, device: str = "auto",
                    progress: Progress | None = None, cache: ResultCache | None = None,
                    store: ResultStore | None = None, dtype: str = "auto") -> CheckpointSeries:
-    """Per-layer PGA (every k and CCR depth in ``settings``; by default ``pga_settings(d)``, k = d / 4 at
-    most 100) and held-out loss for each checkpoint.
+    """Per-layer PGA (every k and CCR depth in ``settings``) and held-out loss for each checkpoint.
 
     Each checkpoint's record is kept in ``store`` (default: ``cache``), intermediates in ``cache``."""
     cache = cache or default_cache()
     store = store or cache
     refs = check_series(name, revisions)
-    settings = settings or pga_settings(describe(refs[-1])["d_model"], seed=sampling.seed)
     concrete = dtype_name(pick_dtype(dtype, pick_device(device)))
     results = []
     for number, ref in enumerate(refs):
