@@ -10,11 +10,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.data.corpus import Sampling, builtin_corpus  # noqa: E402
-from analysis.geometry.pga import PGASettings, default_k  # noqa: E402
-from analysis.models.refs import list_checkpoints  # noqa: E402
 from analysis.models.train_demo import DemoSettings, train_demo  # noqa: E402
-from analysis.runs.series import training_sweep  # noqa: E402
+from analysis.runs.analyses import checkpoint_series  # noqa: E402
+from analysis.runs.settings import Compute  # noqa: E402
 from analysis.storage.cache import ResultCache  # noqa: E402
+
+CPU = Compute(device="cpu")
 
 
 def main() -> None:
@@ -29,20 +30,18 @@ def main() -> None:
     cache = ResultCache(root / "cache")
     sampling = Sampling(n_tokens=args.n_tokens)
     for width, info in summary.items():
-        revisions = [c.revision for c in list_checkpoints(info["folder"])]
-        settings = PGASettings(ks=(default_k(width),))
         start = time.perf_counter()
-        results = training_sweep(info["folder"], revisions, builtin_corpus(), sampling, settings, "cpu", cache=cache)
+        series = checkpoint_series(info["folder"], None, builtin_corpus(), sampling, compute=CPU, cache=cache)
         total = time.perf_counter() - start
-        print(f"\nwidth {width}: {len(results)} checkpoints in {total:.1f} s (N = {args.n_tokens}, "
-              f"k = {settings.ks[0]}, R = 100)")
+        results = series.results
+        print(f"\nwidth {width}: {len(results)} checkpoints in {total:.1f} s ({series.describe(series.ks[0], 1)})")
         print("step    load  forward  metrics   loss   held-out loss")
         for r in results:
             s = r.seconds
             print(f"{r.step:5d} {s['load']:6.2f} {s['forward']:8.2f} {s['metrics']:8.2f} {s['loss']:6.2f}"
                   f"   {r.loss:.3f}")
         start = time.perf_counter()
-        training_sweep(info["folder"], revisions, builtin_corpus(), sampling, settings, "cpu", cache=cache)
+        checkpoint_series(info["folder"], None, builtin_corpus(), sampling, compute=CPU, cache=cache)
         print(f"second run of the same sweep (all cached): {time.perf_counter() - start:.2f} s")
     print("\nReused across checkpoints: the tokenised corpus (keyed by the tokenizer's definition, computed once "
           "per series) and the sampled positions (same seed and windows); the null bases are regenerated per "
