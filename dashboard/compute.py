@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import warnings
 
 import streamlit as st
 import torch
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from analysis.data.corpus import Corpus, builtin_corpus, load_corpus
 from analysis.data.labelled import Labelled
@@ -35,10 +37,23 @@ from analysis.results.collections import (
 from analysis.runs import analyses
 from analysis.runs.series import stored_series
 from analysis.runs.settings import ModelChoice, pga_settings
-from analysis.storage.cache import Entry
+from analysis.storage.cache import CacheRecomputed, Entry
 from analysis.storage.paths import cache_dir
 from analysis.storage.store import ResultStore
 from dashboard.view import ViewState
+
+_show_warning = warnings.showwarning
+
+
+def _note_in_page(message, category, filename, lineno, file=None, line=None) -> None:
+    """A recomputed cache entry is a note in the page of the visitor whose run met it."""
+    if issubclass(category, CacheRecomputed) and get_script_run_ctx() is not None:
+        st.info(str(message), icon=":material/autorenew:")
+    else:
+        _show_warning(message, category, filename, lineno, file, line)
+
+
+warnings.showwarning = _note_in_page
 
 
 @st.cache_data(show_spinner=False, ttl=600)

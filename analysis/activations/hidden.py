@@ -20,11 +20,13 @@ from analysis.models import arch
 from analysis.models.loading import LoadedModel
 from analysis.progress import Progress, report
 from analysis.storage.cache import Entry, ResultCache, default_cache
+from analysis.storage.codec import storable
 
 HIDDEN_VERSION = 1
 TOKENS_VERSION = 2
 
 
+@storable
 @dataclass(frozen=True)
 class HiddenStates:
     """Hidden states at sampled positions.

@@ -20,11 +20,13 @@ import torch
 from analysis.errors import InputError, require
 from analysis.models.devices import pick_device
 from analysis.progress import Progress, report
+from analysis.storage.codec import storable
 
 BLOCK_ROWS = 1024
 SAMPLE_CHUNK = 1 << 16
 
 
+@storable
 @dataclass(frozen=True)
 class CosineStats:
     """Moments of the pairwise cosine similarities of a matrix's non-zero rows."""
@@ -45,6 +47,7 @@ class CosineStats:
         return self.n_rows * (self.n_rows - 1) // 2
 
 
+@storable
 @dataclass(frozen=True)
 class Histogram:
     """Counts of values in bins ``edges`` (``[bins + 1]``); ``sampled`` is the number of sampled pairs

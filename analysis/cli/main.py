@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import sys
+import warnings
 
 from analysis.cli.commands import COMMANDS
 from analysis.cli.parser import build_parser
 from analysis.errors import InputError
 
 
+def one_line(message, category, filename, lineno, line=None) -> str:
+    """Warnings (a cache entry recomputed, say) as one line each, without the source location."""
+    return f"warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
+    warnings.formatwarning = one_line
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis.errors import InputError, require
+from analysis.storage.codec import storable
 
 DEFAULT_MAX_MB = 256
 BUILTIN_CORPUS = "builtin"
@@ -66,6 +67,7 @@ class Sampling:
         return asdict(self)
 
 
+@storable
 @dataclass(frozen=True)
 class TokenSample:
     """Sampled positions. ``windows[rows[i], cols[i]]`` is the token of sample ``i``.

@@ -35,6 +35,7 @@ from analysis.geometry.readout import ReadoutBasis
 from analysis.geometry.spectral import spectral_metrics
 from analysis.models.devices import pick_device
 from analysis.progress import Progress, report
+from analysis.storage.codec import storable
 
 MEMORY_BUDGET_BYTES = 512 * 2**20
 
@@ -81,6 +82,7 @@ class NullMoments:
         return float(self.null.std(ddof=1))
 
 
+@storable
 @dataclass(frozen=True)
 class LayerPGA(NullMoments):
     """The PGA statistic and its companions for one (layer, k, CCR depth)."""

@@ -13,8 +13,10 @@ import numpy as np
 import torch
 
 from analysis.errors import require
+from analysis.storage.codec import storable
 
 
+@storable
 @dataclass(frozen=True)
 class ReadoutBasis:
     """Right singular vectors of W_U by descending singular value.

@@ -30,6 +30,7 @@ from analysis.progress import Progress
 from analysis.results.collections import PGARun
 from analysis.runs.settings import Compute, pga_settings
 from analysis.storage.cache import Entry, ResultCache, default_cache
+from analysis.storage.codec import storable
 
 DEFAULT_COMPUTE = Compute()
 
@@ -84,6 +85,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
 GEOMETRY_VERSION = 1
 
 
+@storable
 @dataclass(frozen=True)
 class MatrixGeometry:
     """Cosine statistics and histogram of one stored matrix (W_E or W_U) of a model."""

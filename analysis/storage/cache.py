@@ -1,11 +1,18 @@
 """A disk cache of computed results, keyed by what was computed, never by when or where.
 
 Key: ``<namespace>/v<version>/<sha256 of the spec's canonical JSON>``. The spec holds every input
-that changes the result (the model's resolved identity, never a branch name like "main"). Each value
-is stored with a checksum and its provenance (spec, library versions, time, seconds taken); an entry
-whose checksum fails is deleted and recomputed. A value is written only after it was fully computed,
-in one SQLite transaction, so an interrupted computation leaves nothing behind. A per-key file lock
-makes concurrent callers (two browser tabs, two processes) wait for one computation and share it.
+that changes the result (the model's resolved identity, never a branch name like "main").
+
+Each entry is one bytes value: a JSON header line (the checksum of the payload and the provenance:
+spec, library versions, time, seconds taken), then the payload written by ``analysis.storage.codec``
+(JSON and ``.npy``, never pickle). The checksum is checked before the payload is read; diskcache is
+given a ``Disk`` that refuses to unpickle anything, so an entry planted in a shared cache folder
+cannot run code. A bad entry is deleted, recomputed, and said so (a :class:`CacheRecomputed` warning:
+one line in the CLI, a note in the app). A value is written only after it was fully computed, in one
+SQLite transaction, so an interrupted computation leaves nothing behind. A per-key file lock makes
+concurrent callers (two browser tabs, two processes) wait for one computation and share it. A cache
+database that is corrupt, or a cache folder deleted while the program runs, is set aside or
+recreated (with the same warning), never a traceback.
 """
 
 from __future__ import annotations
@@ -14,9 +21,10 @@ import functools
 import hashlib
 import json
 import os
-import pickle
 import platform
+import sqlite3
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,13 +32,24 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import diskcache
+import numpy
+import torch
+import transformers
 from filelock import FileLock
 
+from analysis.storage.codec import decode, encode
 from analysis.storage.paths import cache_dir
 
 T = TypeVar("T")
 
 DEFAULT_SIZE_LIMIT_GB = 20.0
+
+
+class CacheRecomputed(UserWarning):
+    """A cache entry or the cache database was unreadable and is being rebuilt."""
+
+
+warnings.simplefilter("always", CacheRecomputed)
 
 
 def canonical_json(spec: Any) -> str:
@@ -46,16 +65,22 @@ def spec_key(namespace: str, version: int, spec: Any) -> str:
 
 def library_versions() -> dict[str, str]:
     """Versions of the libraries whose behaviour a cached value depends on."""
-    import numpy
-    import torch
-    import transformers
+    return {"python": platform.python_version(), "numpy": numpy.__version__, "torch": torch.__version__,
+            "transformers": transformers.__version__}
 
-    return {
-        "python": platform.python_version(),
-        "numpy": numpy.__version__,
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-    }
+
+class RawDisk(diskcache.Disk):
+    """diskcache's storage, refusing every value or key it would have to unpickle."""
+
+    def fetch(self, mode, filename, value, read):
+        if mode == diskcache.core.MODE_PICKLE:
+            raise ValueError("a pickled cache value was refused")
+        return super().fetch(mode, filename, value, read)
+
+    def get(self, key, raw):
+        if not raw:
+            raise ValueError("a pickled cache key was refused")
+        return super().get(key, raw)
 
 
 @dataclass(frozen=True)
@@ -67,6 +92,22 @@ class Entry:
     computed: bool
 
 
+def pack(payload: bytes, provenance: dict) -> bytes:
+    header = {"sha256": hashlib.sha256(payload).hexdigest(), "provenance": provenance}
+    return json.dumps(header).encode() + b"\n" + payload
+
+
+def unpack(record: bytes) -> tuple[Any, dict]:
+    """(value, provenance) of a stored record; ValueError when it is not one or fails its checksum."""
+    if not isinstance(record, bytes) or b"\n" not in record:
+        raise ValueError("not a cache record")
+    head, payload = record.split(b"\n", 1)
+    header = json.loads(head)
+    if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+        raise ValueError("checksum mismatch")
+    return decode(payload), header["provenance"]
+
+
 class ResultCache:
     """diskcache-backed store with checksums, provenance, per-key locks and a size limit."""
 
@@ -74,32 +115,66 @@ class ResultCache:
         self.directory = Path(directory) if directory else cache_dir() / "results"
         if size_limit_gb is None:
             size_limit_gb = float(os.environ.get("RG_CACHE_SIZE_GB", DEFAULT_SIZE_LIMIT_GB))
-        self._store = diskcache.Cache(
-            str(self.directory),
-            size_limit=int(size_limit_gb * 2**30),
-            eviction_policy="least-recently-used",
-        )
+        self._size_limit = int(size_limit_gb * 2**30)
+        self._open()
+
+    def _open(self) -> None:
+        """Open (or create) the database; a corrupt one is set aside and a new one started."""
         self._lock_dir = self.directory / "locks"
         self._lock_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._store = self._connect()
+        except sqlite3.DatabaseError as error:
+            aside = self.directory / f"cache.db.corrupt-{int(time.time())}"
+            (self.directory / "cache.db").rename(aside)
+            warnings.warn(f"The cache database in {self.directory} was unreadable ({error}); it was moved to "
+                          f"{aside.name} and a new one started: results are computed again.", CacheRecomputed,
+                          stacklevel=3)
+            self._store = self._connect()
+
+    def _connect(self) -> diskcache.Cache:
+        return diskcache.Cache(str(self.directory), size_limit=self._size_limit,
+                               eviction_policy="least-recently-used", disk=RawDisk)
+
+    def _reopen(self, reason: str) -> None:
+        warnings.warn(f"The cache in {self.directory} {reason}; it was opened again.", CacheRecomputed, stacklevel=4)
+        self._store.close()
+        self._open()
+
+    def _retrying(self, operation: Callable[[], T]) -> T:
+        """Run a database operation; if the cache folder vanished or broke underneath, reopen it first
+        (SQLite would otherwise go on writing to the deleted file) or once after the failure."""
+        if not (self.directory / "cache.db").exists():
+            self._reopen("was deleted while in use")
+        try:
+            return operation()
+        except (sqlite3.Error, OSError) as error:
+            self._reopen(f"failed ({type(error).__name__}: {error})")
+            return operation()
 
     def get(self, namespace: str, version: int, spec: Any) -> Entry | None:
-        """The stored entry, or None if absent or corrupted (a corrupted one is deleted)."""
+        """The stored entry, or None if absent; a bad one is deleted, said so, and None returned."""
         key = spec_key(namespace, version, spec)
         try:
-            record = self._store.get(key)
-            if record is None:
-                return None
-            payload, digest, provenance = record
-            if hashlib.sha256(payload).hexdigest() != digest:
-                raise ValueError("checksum mismatch")
-            return Entry(pickle.loads(payload), provenance, computed=False)
-        except Exception:  # unreadable file, truncated pickle, wrong layout: recompute
-            self._store.delete(key)
+            record = self._retrying(lambda: self._store.get(key))
+        except ValueError as error:  # a pickled value refused by RawDisk
+            return self._bad(key, error)
+        if record is None:
             return None
+        try:
+            value, provenance = unpack(record)
+        except (ValueError, KeyError, TypeError) as error:
+            return self._bad(key, error)
+        return Entry(value, provenance, computed=False)
+
+    def _bad(self, key: str, error: Exception) -> None:
+        warnings.warn(f"Cache entry {key} was unreadable ({error}); it is computed again.", CacheRecomputed,
+                      stacklevel=4)
+        self._retrying(lambda: self._store.delete(key))
+        return None
 
     def put(self, namespace: str, version: int, spec: Any, value: Any, seconds: float = 0.0) -> dict:
         """Store ``value`` with its provenance; returns the provenance."""
-        payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
         provenance = {
             "namespace": namespace,
             "version": int(version),
@@ -108,19 +183,18 @@ class ResultCache:
             "seconds": round(seconds, 3),
             "libraries": library_versions(),
         }
-        record = (payload, hashlib.sha256(payload).hexdigest(), provenance)
-        self._store.set(spec_key(namespace, version, spec), record)
+        record = pack(encode(value), provenance)
+        self._retrying(lambda: self._store.set(spec_key(namespace, version, spec), record))
         return provenance
 
-    def get_or_compute(
-        self, namespace: str, version: int, spec: Any, compute: Callable[[], T]
-    ) -> Entry:
+    def get_or_compute(self, namespace: str, version: int, spec: Any, compute: Callable[[], T]) -> Entry:
         """Return the cached entry, or compute, store and return it (one computer per key)."""
         hit = self.get(namespace, version, spec)
         if hit is not None:
             return hit
         key = spec_key(namespace, version, spec)
         lock_name = hashlib.sha256(key.encode()).hexdigest()[:32] + ".lock"
+        self._lock_dir.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self._lock_dir / lock_name)):
             hit = self.get(namespace, version, spec)
             if hit is not None:
