@@ -10,9 +10,10 @@ from analysis.data.corpus import corpus_from_bytes
 from analysis.errors import InputError
 from analysis.models.builtin import BUILTIN_NAME
 from analysis.models.refs import KNOWN_MODELS
+from analysis.storage.paths import restrict_to
 from dashboard.compute import checkpoints
 from dashboard.routing import route_through_app
-from dashboard.view import ViewState, demo_mode, n_choices, query_value, upload_limit_mb
+from dashboard.view import ViewState, demo_mode, n_choices, query_value, server_roots, upload_limit_mb
 
 SOURCES = ("Built-in default", "Known Hub model", "Hub id", "Local folder", "Checkpoint folder", "GGUF file")
 DEVICES = ("auto", "cpu", "cuda")
@@ -43,7 +44,8 @@ def _model_picker(start: ViewState) -> tuple[str, str]:
                 "Checkpoint folder": "/path/to/run  (checkpoint-<step>/ or step<N>/ inside)",
                 "GGUF file": "/path/to/model.gguf"}[source]
         given = start.model if _source_of(start.model) == source or source == "Checkpoint folder" else ""
-        model = st.sidebar.text_input(source, value=given if given != BUILTIN_NAME else "", placeholder=hint)
+        model = st.sidebar.text_input(source, value=given if given != BUILTIN_NAME else "", placeholder=hint,
+                                      help=None if source == "Hub id" else roots_help())
         model = model.strip()
         if not model:
             st.sidebar.info(f"Enter a {source.lower()} to analyse it.")
@@ -54,8 +56,16 @@ def _model_picker(start: ViewState) -> tuple[str, str]:
     return model, revision
 
 
+def roots_help() -> str:
+    return "This server opens files only under " + ", ".join(map(str, server_roots())) + "."
+
+
 def _checkpoint_picker(model: str, current: str) -> str:
-    steps = checkpoints(model)
+    try:
+        steps = checkpoints(model)
+    except InputError as error:
+        st.sidebar.error(str(error))
+        return current
     if not steps:
         return st.sidebar.text_input("Revision (branch, tag or commit SHA)", value=current).strip()
     labels = [c.revision for c in steps]
@@ -79,8 +89,8 @@ def _corpus_picker(start: str) -> str:
     if choice == options[0]:
         return "builtin"
     if choice == "File path":
-        return st.sidebar.text_input("Text file (.txt or .jsonl)", value="" if start == "builtin" else start) \
-            or "builtin"
+        return st.sidebar.text_input("Text file (.txt or .jsonl)", value="" if start == "builtin" else start,
+                                     help=roots_help()) or "builtin"
     if choice == "Hub dataset":
         return st.sidebar.text_input("hf:NAME[@CONFIG]:SPLIT:COLUMN", value=start if start.startswith("hf:") else
                                      "hf:ag_news:test:text")
@@ -101,6 +111,7 @@ def _corpus_picker(start: str) -> str:
 def sidebar() -> ViewState:
     """Draw the shared sidebar and return the chosen state (also written back to the URL)."""
     route_through_app()
+    restrict_to(server_roots())
     defaults = ViewState()
     start = ViewState(**{k: query_value(k, v) for k, v in asdict(defaults).items()})
     if demo_mode() and start.model not in (BUILTIN_NAME, *KNOWN_MODELS):

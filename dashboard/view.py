@@ -7,14 +7,18 @@ N up to 1024, uploads up to 1 MB, no free-text paths or Hub ids.
 
 from __future__ import annotations
 
+import argparse
 import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 
 from analysis.data.corpus import Sampling
 from analysis.models.builtin import BUILTIN_NAME
 from analysis.runs.settings import SEED, Compute, ModelChoice
+from analysis.storage.paths import allowed_roots
 
 
 def demo_mode() -> bool:
@@ -28,6 +32,15 @@ def n_choices() -> tuple[int, ...]:
 
 def upload_limit_mb() -> int:
     return 1 if demo_mode() else 50
+
+
+def server_roots() -> tuple[Path, ...]:
+    """The folders this server opens files in: ``streamlit run app.py -- --allowed-roots A:B``, else
+    ``$RG_ALLOWED_ROOTS``, else the cache folder and ``data/`` beside it."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--allowed-roots", default="")
+    known, _ = parser.parse_known_args(sys.argv[1:])
+    return allowed_roots([p for p in known.allowed_roots.split(os.pathsep) if p])
 
 
 @dataclass(frozen=True)

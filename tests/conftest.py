@@ -9,6 +9,8 @@ _SESSION_DIR = Path(tempfile.mkdtemp(prefix="rg-tests-"))
 os.environ.setdefault("RG_MODELS_DIR", str(Path(__file__).resolve().parent.parent / "cache" / "models"))
 os.environ["RG_CACHE_DIR"] = str(_SESSION_DIR / "cache")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The dashboard opens files only under allowed roots: the tests' models and texts live in the temp folder.
+os.environ.setdefault("RG_ALLOWED_ROOTS", os.pathsep.join([tempfile.gettempdir(), os.environ["RG_CACHE_DIR"]]))
 
 import pytest  # noqa: E402
 

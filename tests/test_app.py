@@ -59,7 +59,7 @@ def test_moving_k_changes_the_plotted_z(tiny_models):
 
 
 def test_bad_inputs_are_messages_not_tracebacks(tiny_models, tmp_path):
-    app = run_page("pages/triage.py", model="./no/such/model")
+    app = run_page("pages/triage.py", model=tmp_path / "no" / "such" / "model")  # inside the allowed roots
     assert not app.exception and "no such file or folder" in app.error[0].value
     short = tmp_path / "short.txt"
     short.write_text("A few words of text, far too few for the sample. " * 20)

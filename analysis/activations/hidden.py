@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from analysis.data.corpus import Corpus, Sampling, TokenSample, bos_token, sample_positions, tokenize
-from analysis.errors import InputError
+from analysis.errors import InputError, require
 from analysis.models import arch
 from analysis.models.loading import LoadedModel
 from analysis.progress import Progress, report
@@ -115,6 +115,16 @@ def token_sample(loaded: LoadedModel, corpus: Corpus, sampling: Sampling,
     return sample_positions(tokenised_corpus(loaded, corpus, cache), sampling, bos_token(loaded.tokenizer))
 
 
+def check_run(loaded: LoadedModel, sampling: Sampling, batch_size: int) -> None:
+    """InputError for a batch size below 1 or a window longer than the model's context."""
+    require(isinstance(batch_size, int) and batch_size >= 1,
+            f"The batch size must be a whole number of at least 1; got {batch_size!r}.")
+    context = arch.context_length(loaded.model.config)
+    require(context is None or sampling.window <= context,
+            f"The window of {sampling.window} tokens is longer than {loaded.ref.label}'s context of {context} "
+            f"positions; choose --window {context} or less.")
+
+
 def hidden_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, batch_size: int = 8,
                   progress: Progress | None = None, cache: ResultCache | None = None) -> Entry:
     """Cached :func:`extract`: the entry's value is a :class:`HiddenStates`.
@@ -122,6 +132,7 @@ def hidden_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, batch
     The key holds the model identity, dtype, corpus hash and sampling; not the device or batch size,
     which change the numbers only by float rounding.
     """
+    check_run(loaded, sampling, batch_size)
     cache = cache or default_cache()
     spec = {"model": loaded.spec, "corpus": corpus.spec, "sampling": sampling.spec}
     return cache.get_or_compute(

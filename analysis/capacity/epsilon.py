@@ -137,6 +137,8 @@ def cosine_histogram(matrix: np.ndarray | torch.Tensor, bins: int = 300, sample_
                      seed: int = 0, device: str = "auto", progress: Progress | None = None) -> Histogram:
     """Histogram of all pairwise cosines over [-1, 1] (exact, by blocks), or of ``sample_pairs``
     pairs drawn uniformly (seeded, i != j, with replacement)."""
+    require(isinstance(bins, int) and bins >= 1, f"The histogram needs at least 1 bin; got bins = {bins!r}.")
+    require(sample_pairs is None or sample_pairs >= 1, f"sample_pairs must be at least 1; got {sample_pairs}.")
     torch_device = pick_device(device)
     x, _ = unit_rows(matrix, torch_device)
     n = len(x)

@@ -129,9 +129,22 @@ class CapacityReport:
     at_plus: dict[str, float]
 
     def to_json(self) -> dict:
-        return {"d": self.d, "eps": self.eps, "class": self.model_class, "class_note": CLASS_NOTES[self.model_class],
-                "capacity": {**self.capacity, "extrapolated": self.extrapolated},
-                "sensitivity": {"delta": self.delta, "eps_minus": self.at_minus, "eps_plus": self.at_plus}}
+        """Plain JSON: an infinite capacity (more directions than a float holds) is ``null``, and
+        ``infinite`` says which formulas overflowed and why."""
+        infinite = sorted({name for values in (self.capacity, self.at_minus, self.at_plus)
+                           for name, value in values.items() if math.isinf(value)})
+        payload = {"d": self.d, "eps": self.eps, "class": self.model_class, "class_note": CLASS_NOTES[self.model_class],
+                   "capacity": {**_finite(self.capacity), "extrapolated": self.extrapolated},
+                   "sensitivity": {"delta": self.delta, "eps_minus": _finite(self.at_minus),
+                                   "eps_plus": _finite(self.at_plus)}}
+        if infinite:
+            payload["infinite"] = {"formulas": infinite, "reason": "the capacity exceeds the largest float "
+                                   "(about 1.8e308 directions); it is written as null"}
+        return payload
+
+
+def _finite(values: dict[str, float]) -> dict[str, float | None]:
+    return {name: None if math.isinf(value) else value for name, value in values.items()}
 
 
 def capacity_report(d: int, eps: float, delta: float = 0.005) -> CapacityReport:

@@ -14,7 +14,6 @@ from analysis.capacity.packing import fit_formulas, optimized_packing, random_pa
 from analysis.data.corpus import Corpus, Sampling, load_corpus
 from analysis.data.labelled import labelled_data
 from analysis.errors import InputError, require
-from analysis.models.refs import list_checkpoints
 from analysis.models.train_demo import DemoSettings, train_demo
 from analysis.progress import TqdmProgress
 from analysis.runs import analyses
@@ -23,6 +22,22 @@ from analysis.runs.plan import parse_plan, read_plan
 from analysis.runs.settings import Compute, ModelChoice, pga_settings
 from analysis.runs.sweep import is_stored, plan_jobs, run_sweep
 from analysis.storage.store import ResultStore
+
+
+def check_writable(path: Path | None, option: str) -> None:
+    """InputError before any computation when ``path`` cannot be written (so no result is lost)."""
+    if path is None or str(path) == "-":
+        return
+    existed = path.exists()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a"):
+            pass
+    except OSError as error:
+        raise InputError(f"{option} {str(path)!r} cannot be written ({error.strerror or error}); "
+                         "choose another path.") from None
+    if not existed:
+        path.unlink()
 
 
 def emit_json(payload: dict, out: Path | None) -> None:
@@ -36,7 +51,7 @@ def emit_json(payload: dict, out: Path | None) -> None:
 
 
 def choice_from(args: argparse.Namespace) -> ModelChoice:
-    return ModelChoice(args.model, args.revision, args.allow_pickle, args.trust_remote_code)
+    return ModelChoice(args.model, args.revision, args.allow_pickle, args.trust_remote_code, args.tokenizer)
 
 
 def compute_from(args: argparse.Namespace) -> Compute:
@@ -117,7 +132,8 @@ def capacity(args: argparse.Namespace) -> int:
     subject = payload.get("model", f"d = {payload['d']}")
     print(f"{subject}: eps = {payload['eps']:.4f}, {payload['class']}")
     for name, value in payload["capacity"].items():
-        print(f"  {name:12} {value:.4g}" if name != "extrapolated" else f"  {name:12} {value}")
+        shown = value if name == "extrapolated" else "infinite (over 1.8e308)" if value is None else f"{value:.4g}"
+        print(f"  {name:12} {shown}")
     return 0
 
 
@@ -134,11 +150,15 @@ def packing(args: argparse.Namespace) -> int:
 
 
 def checkpoints(args: argparse.Namespace) -> int:
-    found = [{"step": c.step, "revision": c.revision} for c in list_checkpoints(args.model)]
+    found = analyses.checkpoint_list(args.model)
     if args.json:
         emit_json({"model": args.model, "checkpoints": found}, None)
-    else:
-        print("\n".join(c["revision"] for c in found) or f"{args.model}: no checkpoints found")
+        return 0
+    for checkpoint in found:
+        duplicate = f"  (same weights as {checkpoint['duplicate_of']})" if checkpoint["duplicate_of"] else ""
+        print(f"{checkpoint['revision']}  {checkpoint['identity']}{duplicate}")
+    if not found:
+        print(f"{args.model}: no checkpoints found")
     return 0
 
 
@@ -208,6 +228,8 @@ def sweep(args: argparse.Namespace) -> int:
             print(f"{'to run' if job.label in waiting else 'stored'}  {job.label}")
         print(f"{len(jobs)} jobs: {len(waiting)} to run, {len(jobs) - len(waiting)} already stored in {store.url}",
               file=sys.stderr)
+        for path in store.set_aside:
+            print(f"set aside (unreadable or failed its checksum), to run again: {path}", file=sys.stderr)
         return 0
     outcome = run_sweep(plan, backend, store, TqdmProgress())
     print(outcome.summary(), file=sys.stderr)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 import warnings
+from pathlib import Path
 
-from analysis.cli.commands import COMMANDS
+from analysis.cli.commands import COMMANDS, check_writable
 from analysis.cli.parser import build_parser
 from analysis.errors import InputError
 
@@ -19,6 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     warnings.formatwarning = one_line
     args = build_parser().parse_args(argv)
     try:
+        for option in ("json", "out", "prenorm_out"):
+            value = getattr(args, option, None)
+            check_writable(value if isinstance(value, Path) else None, "--" + option.replace("_", "-"))
         return COMMANDS[args.command](args)
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -55,6 +55,7 @@ def _model_args(parser: argparse.ArgumentParser, default_model: bool = True) -> 
     parser.add_argument("--revision", help="Hub branch/tag/SHA, or checkpoint (checkpoint-1000, step1000, 1000)")
     parser.add_argument("--allow-pickle", action="store_true", help="allow pickled .bin weights")
     parser.add_argument("--trust-remote-code", action="store_true", help="run the model repo's own code")
+    parser.add_argument("--tokenizer", help="a folder to load the tokenizer from (local models without their own)")
 
 
 def _compute_args(parser: argparse.ArgumentParser) -> None:

@@ -18,12 +18,12 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 
 from analysis.errors import InputError, require
 from analysis.storage.codec import storable
+from analysis.storage.paths import checked_path
 
 DEFAULT_MAX_MB = 256
 BUILTIN_CORPUS = "builtin"
@@ -138,7 +138,7 @@ def load_corpus(source: str = BUILTIN_CORPUS, jsonl_field: str = "text",
         return builtin_corpus()
     if source.startswith("hf:"):
         return _hub_dataset(source, max_rows)
-    path = Path(source).expanduser()
+    path = checked_path(source, "Text file")
     require(path.is_file(), f"Corpus {source!r} is not a file; give a .txt or .jsonl path, "
                             f"'{BUILTIN_CORPUS}', or hf:NAME:SPLIT:COLUMN.")
     size_mb = path.stat().st_size / 2**20

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from transformers import AutoConfig
 
 from analysis.errors import InputError
 
@@ -55,6 +56,30 @@ class Anatomy:
     vocab_size: int
     tied_embeddings: bool
     n_parameters: int
+
+
+def read_config(folder, name: str, trust_remote_code: bool = False, **kwargs):
+    """The model's transformers config, checked supported; InputError (never a traceback) for an
+    unreadable one, or one that is code in the model's repository while remote code is off."""
+    try:
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code, **kwargs)
+    except (ValueError, KeyError, OSError) as error:
+        if "trust_remote_code" in str(error):
+            raise InputError(f"Model {name!r} defines its configuration in its own code, which this project does "
+                             "not run unless asked: pass --trust-remote-code if you trust it.") from None
+        raise InputError(f"Cannot read the configuration of {name!r}: {error}") from None
+    check_supported(config)
+    return config
+
+
+def context_length(config) -> int | None:
+    """How many positions the model attends over (None when the config does not say)."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for name in ("max_position_embeddings", "n_positions", "n_ctx"):
+        value = getattr(text, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def layout(config) -> Layout:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from analysis.errors import InputError
 from analysis.models import arch
-from analysis.models.refs import ModelRef, list_checkpoints
+from analysis.models.refs import ModelRef, hub_checkpoints, list_local_checkpoints
 
 
 def causal_lm_class(model_type: str) -> str:
@@ -17,17 +16,11 @@ def causal_lm_class(model_type: str) -> str:
 def describe(ref: ModelRef, trust_remote_code: bool = False) -> dict:
     """``architecture``, ``model_type``, ``n_layers``, ``d_model``, ``vocab_size``,
     ``tied_embeddings``, ``identity``, ``kind``, ``revision`` and ``checkpoints`` (steps)."""
-    from transformers import AutoConfig
-
     kwargs = {"gguf_file": ref.gguf_file} if ref.gguf_file else {}
-    try:
-        config = AutoConfig.from_pretrained(ref.path, trust_remote_code=trust_remote_code, **kwargs)
-    except (ValueError, KeyError, OSError) as error:
-        raise InputError(f"Cannot read the configuration of {ref.name!r}: {error}") from None
-    arch.check_supported(config)
+    config = arch.read_config(ref.path, ref.name, trust_remote_code, **kwargs)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    series_root = ref.path.parent if ref.kind == "checkpoint" else None
-    checkpoints = list_checkpoints(str(series_root) if series_root else ref.name)
+    checkpoints = (list_local_checkpoints(ref.path.parent) if ref.kind == "checkpoint"
+                   else hub_checkpoints(ref.name) if ref.kind == "hub" else [])
     return {
         "name": ref.name,
         "kind": ref.kind,

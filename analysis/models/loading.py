@@ -10,16 +10,18 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from analysis.errors import InputError
 from analysis.models import arch
 from analysis.models.devices import dtype_name, pick_device, pick_dtype
-from analysis.models.refs import ModelRef
+from analysis.models.refs import TOKENIZER_CORE, ModelRef, has_tokenizer
 from analysis.progress import Progress, report
 from analysis.storage.paths import models_dir
 
@@ -44,20 +46,14 @@ class LoadedModel:
 def load(ref: ModelRef, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False,
          progress: Progress | None = None) -> LoadedModel:
     """Load ``ref`` on ``device`` in ``dtype``; InputError for anything this project cannot read."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
     torch_device = pick_device(device)
     torch_dtype = pick_dtype(dtype, torch_device)
     folder = gguf_as_safetensors(ref, progress) if ref.gguf_file else ref.path
     kwargs = {"trust_remote_code": trust_remote_code}
     report(progress, "load", 0, 2)
+    arch.read_config(folder, ref.name, trust_remote_code)
     try:
-        config = AutoConfig.from_pretrained(folder, **kwargs)
-    except (ValueError, KeyError, OSError) as error:
-        raise InputError(f"Cannot read the configuration of {ref.name!r}: {error}") from None
-    arch.check_supported(config)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder(ref, folder), **kwargs)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch_dtype, **kwargs)
     except torch.OutOfMemoryError:
         raise InputError(f"Out of memory loading {ref.name!r} on {torch_device}: choose a smaller "
@@ -69,19 +65,29 @@ def load(ref: ModelRef, device: str = "auto", dtype: str = "auto", trust_remote_
     return LoadedModel(ref, model, tokenizer, torch_device, torch_dtype, arch.anatomy(model))
 
 
+def tokenizer_folder(ref: ModelRef, folder: Path) -> Path:
+    """Where the tokenizer loads from; InputError when no tokenizer is there (rather than an empty text
+    later): a checkpoint without tokenizer files uses its run's folder, or the one the user gave."""
+    chosen = ref.tokenizer_path or folder
+    if not has_tokenizer(chosen):
+        where = f"{chosen}" + (f" nor in its run's folder {chosen.parent}" if ref.kind == "checkpoint" else "")
+        raise InputError(f"Model {ref.label} has no tokenizer: no {', '.join(TOKENIZER_CORE)} in {where}. Give a "
+                         "folder that holds one (--tokenizer in the CLI, the Tokenizer field in the app).")
+    return chosen
+
+
 def gguf_as_safetensors(ref: ModelRef, progress: Progress | None = None) -> Path:
     """The de-quantised safetensors copy of a GGUF model, made on first use (atomic rename)."""
     converted = models_dir() / f"gguf-{ref.identity.split(':')[-1][:16]}"
+    remove_stale_partials(converted)
     if (converted / "config.json").exists():
         return converted
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     report(progress, "convert GGUF (first load only)", 0, 1)
     source = {"gguf_file": ref.gguf_file}
     try:
         model = AutoModelForCausalLM.from_pretrained(ref.path, dtype=torch.float32, **source)
         tokenizer = AutoTokenizer.from_pretrained(ref.path, **source)
-    except (ValueError, KeyError, OSError, RuntimeError) as error:
+    except (ValueError, KeyError, OSError, RuntimeError, struct.error) as error:
         raise InputError(f"transformers cannot load the GGUF file {ref.name!r}: {error}") from None
     partial = converted.with_name(f"{converted.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
@@ -97,3 +103,21 @@ def gguf_as_safetensors(ref: ModelRef, progress: Progress | None = None) -> Path
     gc.collect()
     report(progress, "convert GGUF (first load only)", 1, 1)
     return converted
+
+
+def remove_stale_partials(converted: Path) -> None:
+    """Delete ``<converted>.partial-<pid>`` folders whose converting process is gone (killed mid-way)."""
+    for partial in converted.parent.glob(f"{converted.name}.partial-*"):
+        pid = partial.name.rpartition("-")[2]
+        if not pid.isdigit() or not _alive(int(pid)):
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -17,13 +17,17 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+import struct
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from analysis.errors import InputError
+from gguf import GGUFReader
+
+from analysis.errors import InputError, require
 from analysis.models import builtin
 from analysis.models.hub import hub_step_branches, resolve_hub
 from analysis.storage.cache import default_cache
+from analysis.storage.paths import checked_path, roots_in_force
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 STEP_DIR = re.compile(r"^(?:checkpoint-|step)(\d+)$")
@@ -58,6 +62,8 @@ class ModelRef:
         path: local folder the weights load from (Hub: the snapshot folder).
         gguf_file: file name inside ``path`` for GGUF models.
         step: training step, for checkpoints.
+        tokenizer_path: the folder the tokenizer loads from when it is not ``path`` (a checkpoint saved
+            without tokenizer files uses its run's folder; or the one the user named).
     """
 
     name: str
@@ -67,6 +73,7 @@ class ModelRef:
     path: Path = field(compare=False)
     gguf_file: str | None = None
     step: int | None = None
+    tokenizer_path: Path | None = field(default=None, compare=False)
 
     @property
     def spec(self) -> dict:
@@ -82,24 +89,38 @@ class ModelRef:
 
 
 def resolve(name: str, revision: str | None = None, allow_pickle: bool = False,
-            weights: bool = True) -> ModelRef:
+            weights: bool = True, tokenizer: str | None = None) -> ModelRef:
     """Resolve a model reference to its identity and a local path (fetching when needed).
 
     ``weights=False`` fetches only a Hub model's JSON files (see ``analysis.models.weights``).
+    ``tokenizer`` names a folder to load the tokenizer from instead of the model's own files; its
+    files join the identity.
 
     Raises InputError naming the value for an unknown model, a missing revision, a folder with no
     weights, pickled weights without ``allow_pickle``, or an unreachable Hub with nothing cached.
     """
-    name = name.strip()
+    ref = _resolve_weights(name.strip(), revision, allow_pickle, weights)
+    if not tokenizer:
+        return ref
+    require(ref.kind in ("local", "checkpoint"), f"Model {name!r} brings its own tokenizer; a tokenizer folder "
+                                                 "can be given for local folders and checkpoint folders only.")
+    folder = checked_path(tokenizer, "Tokenizer")
+    require(has_tokenizer(folder), f"Tokenizer folder {tokenizer!r} holds no tokenizer files "
+                                   f"({', '.join(TOKENIZER_CORE)}).")
+    combined = f"{ref.identity}|{hash_files(tokenizer_files(folder))}"
+    return replace(ref, identity="sha256:" + hashlib.sha256(combined.encode()).hexdigest(), tokenizer_path=folder)
+
+
+def _resolve_weights(name: str, revision: str | None, allow_pickle: bool, weights: bool) -> ModelRef:
     if name == builtin.BUILTIN_NAME:
         if revision:
             raise InputError(f"The built-in model {name!r} has no revisions; got revision {revision!r}.")
         gguf = builtin.ensure_builtin_gguf()
         return ModelRef(name, "builtin", None, "sha256:" + builtin.GGUF_SHA256, gguf.parent, gguf.name)
-    path = Path(name).expanduser()
-    if path.exists():
+    path = local_path(name)
+    if path is not None and path.exists():
         return _resolve_local(name, path, revision, allow_pickle)
-    if name.startswith((".", "/", "~")) or name.endswith(".gguf") or not HUB_ID.match(name):
+    if path is not None or not HUB_ID.match(name):
         raise InputError(
             f"Model {name!r}: no such file or folder, and not a Hugging Face Hub id (owner/name). "
             f"Give a Hub id, a folder written by save_pretrained, a checkpoint folder, a .gguf file, "
@@ -110,27 +131,69 @@ def resolve(name: str, revision: str | None = None, allow_pickle: bool = False,
     return ModelRef(name, "hub", revision, sha, folder, None, step)
 
 
+def local_path(name: str) -> Path | None:
+    """The file or folder a reference names, or None when it names a Hub id.
+
+    A name that starts with ``/``, ``.`` or ``~``, ends in ``.gguf``, or is no Hub id is a path. A
+    Hub-id-shaped name (``owner/name``) is a path only when it exists here and no path policy is in
+    force (the CLI); the dashboard reads such names as Hub ids, so a visitor learns nothing about
+    local folders from them. Paths pass ``checked_path`` (the dashboard's allowed roots)."""
+    path = Path(name).expanduser()
+    spelled_as_path = name.startswith((".", "/", "~")) or name.endswith(".gguf") or not HUB_ID.match(name)
+    if spelled_as_path or (roots_in_force() is None and path.exists()):
+        return checked_path(name, "Model")
+    return None
+
+
 def _resolve_local(name: str, path: Path, revision: str | None, allow_pickle: bool) -> ModelRef:
     if path.is_file():
         if path.suffix != ".gguf":
             raise InputError(f"Model file {name!r} is not a .gguf file; give a .gguf file or a folder.")
         if revision:
             raise InputError(f"A GGUF file has no revisions; got revision {revision!r} for {name!r}.")
+        check_gguf(path, name)
         return ModelRef(name, "gguf", None, "sha256:" + hash_files([path]), path.parent, path.name)
     checkpoints = list_local_checkpoints(path)
     if checkpoints:
         chosen = _pick_checkpoint(name, checkpoints, revision)
         folder = path / chosen.revision
         weights = weight_files(folder, allow_pickle, name=f"{name}/{chosen.revision}")
-        identity = "sha256:" + hash_files(weights + _configs(folder))
-        return ModelRef(name, "checkpoint", chosen.revision, identity, folder, None, chosen.step)
+        tokenizer = folder if has_tokenizer(folder) or not has_tokenizer(path) else path
+        identity = "sha256:" + hash_files(weights + _configs(folder) + tokenizer_files(tokenizer))
+        return ModelRef(name, "checkpoint", chosen.revision, identity, folder, None, chosen.step,
+                        None if tokenizer == folder else tokenizer)
     if revision:
         raise InputError(
             f"Folder {name!r} holds no checkpoint-<step>/ or step<N>/ subfolders, so revision "
             f"{revision!r} cannot be chosen; leave the revision empty."
         )
     weights = weight_files(path, allow_pickle, name=name)
-    return ModelRef(name, "local", None, "sha256:" + hash_files(weights + _configs(path)), path)
+    return ModelRef(name, "local", None, "sha256:" + hash_files(weights + _configs(path) + tokenizer_files(path)),
+                    path)
+
+
+def check_gguf(path: Path, name: str) -> None:
+    """InputError naming a truncated or corrupt GGUF file (its header and tensor table are read)."""
+    try:
+        GGUFReader(path)
+    except (struct.error, ValueError, IndexError, KeyError, OSError) as error:
+        raise InputError(f"GGUF file {name!r} is truncated or corrupt ({type(error).__name__}: {error}); "
+                         "download or convert it again.") from None
+
+
+TOKENIZER_CORE = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
+TOKENIZER_FILES = (*TOKENIZER_CORE, "tokenizer_config.json", "special_tokens_map.json", "merges.txt",
+                   "added_tokens.json")
+
+
+def has_tokenizer(folder: Path) -> bool:
+    """Whether ``folder`` holds a tokenizer's defining file."""
+    return any((folder / name).is_file() for name in TOKENIZER_CORE)
+
+
+def tokenizer_files(folder: Path) -> list[Path]:
+    """The tokenizer files in ``folder``: they change the token ids, so they are part of the identity."""
+    return [folder / name for name in TOKENIZER_FILES if (folder / name).is_file()]
 
 
 def weight_files(folder: Path, allow_pickle: bool, name: str) -> list[Path]:
@@ -163,11 +226,16 @@ def list_local_checkpoints(folder: Path) -> list[Checkpoint]:
 
 def list_checkpoints(name: str) -> list[Checkpoint]:
     """A model's training checkpoints: local subfolders, the Hub's step branches, or Pythia's schedule."""
-    path = Path(name).expanduser()
-    if path.exists():
-        return list_local_checkpoints(path)
-    if name == builtin.BUILTIN_NAME or not HUB_ID.match(name):
+    if name.strip() == builtin.BUILTIN_NAME:
         return []
+    path = local_path(name)
+    if path is not None:
+        return list_local_checkpoints(path)
+    return hub_checkpoints(name) if HUB_ID.match(name) else []
+
+
+def hub_checkpoints(name: str) -> list[Checkpoint]:
+    """The Hub's ``step<N>`` branches of a model (Pythia's published schedule when the Hub is out of reach)."""
     steps = hub_step_branches(name)
     if steps is None and name.lower().startswith("eleutherai/pythia-"):
         steps = list(PYTHIA_STEPS)

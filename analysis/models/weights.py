@@ -38,10 +38,8 @@ class StoredMatrix:
 def read_matrix(ref: ModelRef, which: str = "embedding", trust_remote_code: bool = False) -> StoredMatrix:
     """W_E (``which="embedding"``) or W_U (``"unembedding"``; W_E itself for tied models)."""
     require(which in ("embedding", "unembedding"), f"matrix must be embedding or unembedding; got {which!r}.")
-    from transformers import AutoConfig
-
     folder = _safetensors_folder(ref)
-    config = AutoConfig.from_pretrained(folder, trust_remote_code=trust_remote_code)
+    config = arch.read_config(folder, ref.name, trust_remote_code)
     layout = arch.layout(config)
     tied = bool(getattr(config, "tie_word_embeddings", False))
     weight_map = _weight_map(ref, folder)

@@ -53,7 +53,7 @@ from analysis.runs.pipeline import (
     model_pooled,
     model_readout,
 )
-from analysis.runs.series import free_memory, training_sweep
+from analysis.runs.series import free_memory, training_sweep, weights_fingerprint
 from analysis.runs.settings import (
     CONVERGENCE_N_NULL,
     CONVERGENCE_UNITS,
@@ -76,7 +76,8 @@ DEFAULT_COMPUTE = Compute()
 
 def resolve_choice(choice: ModelChoice, weights: bool = True) -> ModelRef:
     """The choice's immutable reference (revision -> commit SHA or content hash)."""
-    return resolve(choice.name, choice.revision, allow_pickle=choice.allow_pickle, weights=weights)
+    return resolve(choice.name, choice.revision, allow_pickle=choice.allow_pickle, weights=weights,
+                   tokenizer=choice.tokenizer)
 
 
 def open_model(choice: ModelChoice, compute: Compute = DEFAULT_COMPUTE,
@@ -151,6 +152,21 @@ def checkpoint_series(name: str, revisions: list[str] | None, corpus: Corpus, sa
     settings = pga_settings(d, ks, ccrs, n_null, sampling.seed)
     return training_sweep(name, revisions, corpus, sampling, settings, compute.device, progress, cache, store,
                           compute.dtype)
+
+
+def checkpoint_list(name: str) -> list[dict]:
+    """Each checkpoint's ``step``, ``revision``, ``identity`` and ``duplicate_of`` (the first earlier
+    checkpoint with the same weights, or None): a copied or mislabelled checkpoint shows here."""
+    first_with: dict[str, str] = {}
+    listed = []
+    for checkpoint in list_checkpoints(name):
+        ref = resolve(name, checkpoint.revision, allow_pickle=True, weights=False)
+        fingerprint = weights_fingerprint(ref)
+        listed.append({"step": checkpoint.step, "revision": checkpoint.revision, "identity": ref.identity,
+                       "duplicate_of": first_with.get(fingerprint) if fingerprint else None})
+        if fingerprint:
+            first_with.setdefault(fingerprint, checkpoint.revision)
+    return listed
 
 
 def model_convergence(a: ModelChoice, b: ModelChoice, corpus: Corpus, units: int = CONVERGENCE_UNITS,

@@ -30,8 +30,9 @@ from analysis.storage.cache import ResultCache, canonical_json, default_cache
 from analysis.storage.store import ResultStore
 
 SERIES_NAMESPACE = "checkpoint"
-SERIES_VERSION = 2
+SERIES_VERSION = 3
 LOSS_WINDOWS = 16
+CHECKPOINT_KEYS = ("model", "revision", "step")  # what differs between the checkpoints of one series
 
 
 def weights_fingerprint(ref: ModelRef) -> str | None:
@@ -71,9 +72,10 @@ def check_series(name: str, revisions: list[str], weights: bool = True, allow_pi
 
 
 def checkpoint_spec(ref: ModelRef, dtype: str, corpus: Corpus, sampling: Sampling, settings: PGASettings) -> dict:
-    """Everything a checkpoint's record depends on: weights, dtype, text, sampling and settings."""
-    return {"model": ref.spec, "dtype": dtype, "corpus": corpus.spec, "sampling": sampling.spec,
-            "settings": settings.spec, "loss_windows": LOSS_WINDOWS}
+    """Everything a checkpoint's record depends on: weights, dtype, text, sampling and settings, and
+    which checkpoint it is (revision, step), so two checkpoints with the same weights keep a record each."""
+    return {"model": ref.spec, "revision": ref.revision, "step": ref.step, "dtype": dtype, "corpus": corpus.spec,
+            "sampling": sampling.spec, "settings": settings.spec, "loss_windows": LOSS_WINDOWS}
 
 
 def measure_checkpoint(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: PGASettings,
@@ -149,7 +151,7 @@ def training_sweep(name: str, revisions: list[str], corpus: Corpus, sampling: Sa
         results.append(CheckpointResult.from_record(entry.value, step=number))
     report(progress, "checkpoints", len(refs), len(refs))
     common = {key: value for key, value in checkpoint_spec(refs[-1], concrete, corpus, sampling, settings).items()
-              if key != "model"}
+              if key not in CHECKPOINT_KEYS}
     return CheckpointSeries(name, common, flag_duplicates(results))
 
 
@@ -157,7 +159,7 @@ def stored_series(store: ResultStore) -> list[CheckpointSeries]:
     """Every model x settings group of checkpoint records in ``store`` (a sweep's output), no model loaded."""
     groups: dict[tuple, list[dict]] = {}
     for record in store.records(SERIES_NAMESPACE, SERIES_VERSION):
-        common = {key: value for key, value in record["spec"].items() if key != "model"}
+        common = {key: value for key, value in record["spec"].items() if key not in CHECKPOINT_KEYS}
         groups.setdefault((record["value"]["name"], canonical_json(common)), []).append(record["value"])
     found = []
     for (name, common), values in sorted(groups.items()):

@@ -44,6 +44,7 @@ class ModelChoice:
     revision: str | None = None
     allow_pickle: bool = False
     trust_remote_code: bool = False
+    tokenizer: str | None = None
 
     @classmethod
     def parse(cls, text: str, **options) -> ModelChoice:
@@ -66,10 +67,18 @@ class Compute:
     dtype: str = "auto"
     batch_size: int = BATCH_SIZE
 
+    def __post_init__(self) -> None:
+        require(isinstance(self.batch_size, int) and self.batch_size >= 1,
+                f"The batch size must be a whole number of at least 1; got {self.batch_size!r}.")
+
 
 def pga_settings(d: int, ks: tuple[int, ...] | None = None, ccrs: tuple[int, ...] = (DEFAULT_CCR,),
                  n_null: int = DEFAULT_N_NULL, seed: int = SEED, **options) -> PGASettings:
-    """The PGA settings for a model of width ``d``: k defaults to ``default_k(d)``."""
+    """The PGA settings for a model of width ``d``: k defaults to ``default_k(d)`` and must stay below d
+    (at k >= d every subspace keeps every distance: the null has no spread and z is rounding noise)."""
+    for k in ks or ():
+        require(1 <= k < d, f"k = {k} is out of range: k must be at least 1 and below d = {d} (at k >= d every "
+                            f"subspace keeps every distance, so z is rounding noise); the default is {default_k(d)}.")
     return PGASettings(ks=tuple(ks) if ks else (default_k(d),), ccrs=tuple(ccrs), n_null=n_null, seed=seed,
                        **options)
 

@@ -60,6 +60,7 @@ class JobOutcome:
 class SweepReport:
     store: str
     outcomes: list[JobOutcome]
+    set_aside: list[str] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(o.status == status for o in self.outcomes)
@@ -76,6 +77,7 @@ class SweepReport:
             if outcome.status in ("failed", "not run") and outcome.errors:
                 lines.append(f"  {outcome.label} ({outcome.status}, {outcome.attempts} attempts):")
                 lines += [f"    attempt {i + 1}: {error}" for i, error in enumerate(outcome.errors)]
+        lines += [f"  set aside (unreadable or failed its checksum), computed again: {path}" for path in self.set_aside]
         return "\n".join(lines)
 
 
@@ -100,8 +102,9 @@ def plan_jobs(plan: SweepPlan, dtype: str, device: str = "auto", cache_dir: str 
         try:
             refs = check_series(entry.model, _revisions(entry), weights=False, allow_pickle=plan.allow_pickle)
             d = describe(refs[-1])["d_model"]
-            ks = pga_settings(d, plan.ks).ks
-            require(max(ks) <= d, f"k = {max(ks)} is larger than d = {d} of {entry.model!r}.")
+            ks = plan.ks or pga_settings(d).ks
+            require(max(ks) < d, f"k = {max(ks)} is {'larger than' if max(ks) > d else 'equal to'} d = {d} of "
+                                 f"{entry.model!r}: k must be below d (at k >= d, z is rounding noise).")
             require(max(plan.ccrs) < d, f"CCR depth {max(plan.ccrs)} must be below d = {d} of {entry.model!r}.")
         except InputError as error:
             problems.append(str(error))
@@ -193,4 +196,4 @@ def run_sweep(plan: SweepPlan, backend, store: ResultStore, progress: Progress |
             report(progress, "jobs", finished, len(jobs))
             if not in_flight:
                 break
-    return SweepReport(store.url, [outcomes[job.label] for job in jobs])
+    return SweepReport(store.url, [outcomes[job.label] for job in jobs], list(store.set_aside))

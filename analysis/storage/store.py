@@ -68,13 +68,16 @@ class ResultStore:
         except (ImportError, ValueError) as error:
             raise InputError(f"Cannot open the result store {self.url!r}: {error}") from None
         self.local = isinstance(self.fs, LocalFileSystem)
+        self.set_aside: list[str] = []  # corrupt records found (and moved away) by this object
 
     def path(self, namespace: str, version: int, spec: Any) -> str:
         """Where the result for ``spec`` lives (or would live)."""
         return f"{self.root}/{spec_key(namespace, version, spec)}{SUFFIX}"
 
     def has(self, namespace: str, version: int, spec: Any) -> bool:
-        return self.fs.exists(self.path(namespace, version, spec))
+        """Whether a valid record is stored: it is read and its checksum checked, so a corrupt file
+        is set aside (and listed in ``set_aside``) and counts as missing."""
+        return self._read(self.path(namespace, version, spec)) is not None
 
     def get(self, namespace: str, version: int, spec: Any) -> Entry | None:
         """The stored entry, or None if absent; a corrupted file is set aside and None returned."""
@@ -128,7 +131,8 @@ class ResultStore:
         try:
             self.fs.mv(path, f"{path}.corrupt-{uuid.uuid4().hex[:8]}")
         except (FileNotFoundError, OSError):
-            pass
+            return
+        self.set_aside.append(path)
 
     def _write_once(self, path: str, data: bytes) -> bool:
         try:
