@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import warnings
+import threading
 
 import streamlit as st
 import torch
@@ -37,23 +37,19 @@ from analysis.results.collections import (
 from analysis.runs import analyses
 from analysis.runs.series import stored_series
 from analysis.runs.settings import ModelChoice, pga_settings
-from analysis.storage.cache import CacheRecomputed, Entry
+from analysis.storage.cache import Entry, on_recomputed
 from analysis.storage.paths import cache_dir
 from analysis.storage.store import ResultStore
-from dashboard.view import ViewState
-
-_show_warning = warnings.showwarning
+from dashboard.view import ViewState, demo_mode
 
 
-def _note_in_page(message, category, filename, lineno, file=None, line=None) -> None:
-    """A recomputed cache entry is a note in the page of the visitor whose run met it."""
-    if issubclass(category, CacheRecomputed) and get_script_run_ctx() is not None:
-        st.info(str(message), icon=":material/autorenew:")
-    else:
-        _show_warning(message, category, filename, lineno, file, line)
+def _note_in_page(message: str) -> None:
+    """A rebuilt cache entry is a note in the page of the visitor whose run met it."""
+    if get_script_run_ctx() is not None:
+        st.info(message, icon=":material/autorenew:")
 
 
-warnings.showwarning = _note_in_page
+on_recomputed(_note_in_page)
 
 
 @st.cache_data(show_spinner=False, ttl=600)
@@ -62,9 +58,14 @@ def checkpoints(model: str):
 
 
 @st.cache_data(show_spinner=False, ttl=600)
-def resolved(model: str, revision: str) -> ModelRef:
+def resolved(model: str, revision: str, tokenizer: str = "") -> ModelRef:
     with st.spinner(f"Resolving {model} ..."):
-        return resolve(model, revision or None)
+        return resolve(model, revision or None, tokenizer=tokenizer or None)
+
+
+def view_ref(view: ViewState) -> ModelRef:
+    """The sidebar's model, resolved (revision -> commit SHA or content hash)."""
+    return resolved(view.model, view.revision, view.tokenizer)
 
 
 @st.cache_data(show_spinner=False)
@@ -72,20 +73,34 @@ def card(ref: ModelRef) -> dict:
     return describe(ref)
 
 
+@st.cache_resource
+def _one_at_a_time() -> threading.RLock:
+    """The server's one computation slot in demo mode (re-entrant: a computation may nest another)."""
+    return threading.RLock()
+
+
 class Bar:
     """A ``Progress`` callback that drives one Streamlit progress bar, naming the step; as a context
-    manager it removes the bar on the way out, whatever happened."""
+    manager it removes the bar on the way out, whatever happened. In demo mode it also holds the
+    server's one computation slot, so visitors queue instead of sharing the CPU."""
 
     def __init__(self, label: str):
         self.bar = st.progress(0.0, text=label)
+        self.slot = _one_at_a_time() if demo_mode() else None
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         self.bar.progress(min(done / max(total, 1), 1.0), text=f"{stage}: {done}/{total}")
 
     def __enter__(self) -> Bar:
+        if self.slot is not None and not self.slot.acquire(blocking=False):
+            self.bar.progress(0.0, text="Waiting: another visitor's computation is running (demo mode runs one "
+                                        "at a time) ...")
+            self.slot.acquire()
         return self
 
     def __exit__(self, *_exc) -> None:
+        if self.slot is not None:
+            self.slot.release()
         self.bar.empty()
 
 
@@ -102,7 +117,7 @@ def _resident(identity: str, device: str, _ref: ModelRef) -> LoadedModel:
 
 
 def loaded_model(view: ViewState) -> LoadedModel:
-    ref = resolved(view.model, view.revision)
+    ref = view_ref(view)
     return _resident(ref.identity, view.device, ref)
 
 

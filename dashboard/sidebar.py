@@ -13,7 +13,7 @@ from analysis.models.refs import KNOWN_MODELS
 from analysis.storage.paths import restrict_to
 from dashboard.compute import checkpoints
 from dashboard.routing import route_through_app
-from dashboard.view import ViewState, demo_mode, n_choices, query_value, server_roots, upload_limit_mb
+from dashboard.view import ViewState, demo_mode, n_choices, query_value, seed_limit, server_roots, upload_limit_mb
 
 SOURCES = ("Built-in default", "Known Hub model", "Hub id", "Local folder", "Checkpoint folder", "GGUF file")
 DEVICES = ("auto", "cpu", "cuda")
@@ -118,23 +118,34 @@ def sidebar() -> ViewState:
         start = replace(start, model=BUILTIN_NAME, revision="")
     if demo_mode() and not start.corpus.startswith(("builtin", "upload:")):
         start = replace(start, corpus="builtin")
+    if demo_mode():
+        start = replace(start, tokenizer="")
     st.sidebar.header("Model")
     model, revision = _model_picker(start)
+    tokenizer = ""
+    if not demo_mode() and _source_of(model) == "Local folder":
+        tokenizer = st.sidebar.text_input("Tokenizer folder (optional)", value=start.tokenizer,
+                                          help="For checkpoints saved without tokenizer files (the run's folder is "
+                                               "tried first). " + roots_help()).strip()
     st.sidebar.header("Text")
     corpus = _corpus_picker(start.corpus)
     choices = n_choices()
     n_start = start.n_tokens if start.n_tokens in choices else 512
     n_tokens = st.sidebar.select_slider("N token positions", choices, value=n_start,
                                         help="z grows roughly like sqrt(N): compare z at equal N.")
-    seed = int(st.sidebar.number_input("Seed", value=start.seed, step=1, help="token sample and null draws"))
+    top = seed_limit()
+    seed_start = max(start.seed, 0) if top is None else min(max(start.seed, 0), top)
+    seed = int(st.sidebar.number_input("Seed", min_value=0, max_value=top, value=seed_start, step=1,
+                                       help="token sample and null draws"))
     device = st.sidebar.selectbox("Device", DEVICES, index=DEVICES.index(start.device)
                                   if start.device in DEVICES else 0)
-    state = ViewState(model, revision, corpus, int(n_tokens), seed, device)
+    state = ViewState(model, revision, corpus, int(n_tokens), seed, device, tokenizer)
     for key, value in asdict(state).items():
         if value != getattr(defaults, key):
             st.query_params[key] = str(value)
         elif key in st.query_params:
             del st.query_params[key]
     if demo_mode():
-        st.sidebar.caption("Demo mode: fixed models, N <= 1024, uploads <= 1 MB.")
+        st.sidebar.caption(f"Demo mode: fixed models, N <= 1024, uploads <= 1 MB, seeds 0-{top}, one computation at "
+                           "a time, no training.")
     return state

@@ -30,6 +30,11 @@ def n_choices() -> tuple[int, ...]:
     return (128, 256, 512, 1024) if demo_mode() else (128, 256, 512, 1024, 2048, 4096)
 
 
+def seed_limit() -> int | None:
+    """The largest seed a visitor may pick (each seed is a new computation): 9 in demo mode, else none."""
+    return 9 if demo_mode() else None
+
+
 def upload_limit_mb() -> int:
     return 1 if demo_mode() else 50
 
@@ -53,10 +58,11 @@ class ViewState:
     n_tokens: int = Sampling.n_tokens
     seed: int = SEED
     device: str = "auto"
+    tokenizer: str = ""
 
     @property
     def choice(self) -> ModelChoice:
-        return ModelChoice(self.model, self.revision or None)
+        return ModelChoice(self.model, self.revision or None, tokenizer=self.tokenizer or None)
 
     @property
     def sampling(self) -> Sampling:

@@ -24,7 +24,7 @@ exact = st.toggle("Exact histogram (all pairs)", value=True,
                   help="Off: a seeded sample of 10^6 pairs, faster for large vocabularies.")
 sample = None if exact else 1_000_000
 with compute.friendly_errors():
-    ref = compute.resolved(view.model, view.revision)
+    ref = compute.view_ref(view)
     embedding = compute.capacity(view, "embedding", sample)
 stats, report = embedding.geometry.stats, embedding.report
 

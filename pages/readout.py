@@ -18,7 +18,8 @@ with compute.friendly_errors():
 d = loaded.anatomy.d_model
 
 controls = st.columns([2, 2, 3])
-k = controls[0].slider("k (readout dimensions)", 1, d, min(max(url_int("k", default_k(d)), 1), d))
+k = controls[0].slider("k (readout dimensions)", 1, d - 1, min(max(url_int("k", default_k(d)), 1), d - 1),
+                       help="Below d: at k = d every subspace keeps every distance and z is rounding noise.")
 ccr = controls[1].select_slider("CCR depth (components removed)", list(range(0, 11)),
                                 value=min(max(url_int("ccr", 1), 0), 10))
 overlay = controls[2].multiselect("Overlay CCR depths", [0, 1, 5, 10], default=[],

@@ -9,7 +9,7 @@ from analysis.results.collections import CheckpointSeries, DepthCurves
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.sidebar import sidebar
-from dashboard.view import ViewState, remember, url_int
+from dashboard.view import ViewState, demo_mode, remember, url_int
 from dashboard.widgets import sweep_source
 
 
@@ -37,7 +37,9 @@ def computed_here(view: ViewState) -> tuple[CheckpointSeries | None, int, int]:
     if not available:
         st.info(f"{view.model!r} has no training checkpoints. Choose a checkpoint folder or a Pythia model in the "
                 "sidebar, or train the offline demo series (two small GPT-NeoX widths, about two minutes).")
-        if st.button("Train the demo series", type="primary"):
+        if demo_mode():
+            st.caption("Training is off in demo mode.")
+        elif st.button("Train the demo series", type="primary"):
             with compute.friendly_errors():
                 trained = compute.train_demo_series()
             for width, info in trained.items():
@@ -48,7 +50,7 @@ def computed_here(view: ViewState) -> tuple[CheckpointSeries | None, int, int]:
     with compute.friendly_errors():
         d = compute.card(compute.resolved(view.model, labels[-1]))["d_model"]
     controls = st.columns(2)
-    k = int(controls[0].number_input("k", 1, d, min(max(url_int("k", default_k(d)), 1), d)))
+    k = int(controls[0].number_input("k", 1, d - 1, min(max(url_int("k", default_k(d)), 1), d - 1)))
     ccr = controls[1].select_slider("CCR depth", list(range(11)), value=min(max(url_int("ccr", 1), 0), 10))
     remember(k=k, ccr=ccr)
     if not chosen:

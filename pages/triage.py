@@ -13,7 +13,7 @@ REGIME_TEXT = {"detour": "detour: late layers collapse below the null band",
 view = sidebar()
 st.title("Triage")
 with compute.friendly_errors():
-    ref = compute.resolved(view.model, view.revision)
+    ref = compute.view_ref(view)
     info = compute.card(ref)
 st.subheader(info["name"] + (f" @ {info['revision']}" if info["revision"] else ""))
 cols = st.columns(5)

@@ -9,9 +9,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_cli(*args):
+def run_cli(*args, env: dict | None = None):
     return subprocess.run([sys.executable, "-m", "analysis", *args], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
 def test_model_info_json_on_a_checkpoint_series(neox_folder, tmp_path):

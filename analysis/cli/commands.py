@@ -104,8 +104,8 @@ def pga(args: argparse.Namespace) -> int:
         run = analyses.arrays_pga(_load_npy(args.hidden, "--hidden"), w_u, settings, args.layers, args.device,
                                   progress)
     else:
+        settings = pga_settings(analyses.model_card(choice_from(args))["d_model"], args.k, **options)
         loaded = analyses.open_model(choice_from(args), compute_from(args), progress)
-        settings = pga_settings(loaded.anatomy.d_model, args.k, **options)
         run = analyses.model_pga(loaded, corpus_from(args), sampling_from(args), settings, args.layers,
                                  compute_from(args), progress)
     emit_json(run.to_json(), args.json)

@@ -50,6 +50,18 @@ class CacheRecomputed(UserWarning):
 
 
 warnings.simplefilter("always", CacheRecomputed)
+_listeners: list[Callable[[str], None]] = []
+
+
+def on_recomputed(listener: Callable[[str], None]) -> None:
+    """Also tell ``listener`` (the dashboard's note in the page) each time the cache rebuilds something."""
+    _listeners.append(listener)
+
+
+def _say(message: str) -> None:
+    warnings.warn(message, CacheRecomputed, stacklevel=4)
+    for listener in _listeners:
+        listener(message)
 
 
 def canonical_json(spec: Any) -> str:
@@ -127,9 +139,8 @@ class ResultCache:
         except sqlite3.DatabaseError as error:
             aside = self.directory / f"cache.db.corrupt-{int(time.time())}"
             (self.directory / "cache.db").rename(aside)
-            warnings.warn(f"The cache database in {self.directory} was unreadable ({error}); it was moved to "
-                          f"{aside.name} and a new one started: results are computed again.", CacheRecomputed,
-                          stacklevel=3)
+            _say(f"The cache database in {self.directory} was unreadable ({error}); it was moved to {aside.name} "
+                 "and a new one started: results are computed again.")
             self._store = self._connect()
 
     def _connect(self) -> diskcache.Cache:
@@ -137,7 +148,7 @@ class ResultCache:
                                eviction_policy="least-recently-used", disk=RawDisk)
 
     def _reopen(self, reason: str) -> None:
-        warnings.warn(f"The cache in {self.directory} {reason}; it was opened again.", CacheRecomputed, stacklevel=4)
+        _say(f"The cache in {self.directory} {reason}; it was opened again.")
         self._store.close()
         self._open()
 
@@ -168,8 +179,7 @@ class ResultCache:
         return Entry(value, provenance, computed=False)
 
     def _bad(self, key: str, error: Exception) -> None:
-        warnings.warn(f"Cache entry {key} was unreadable ({error}); it is computed again.", CacheRecomputed,
-                      stacklevel=4)
+        _say(f"Cache entry {key} was unreadable ({error}); it is computed again.")
         self._retrying(lambda: self._store.delete(key))
         return None
 
