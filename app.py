@@ -9,6 +9,7 @@ pages = [
     st.Page("pages/capacity.py", title="Embedding geometry & capacity", icon=":material/scatter_plot:"),
     st.Page("pages/training.py", title="Across training", icon=":material/timeline:"),
     st.Page("pages/models.py", title="Across models", icon=":material/compare_arrows:"),
+    st.Page("pages/compare.py", title="Side by side", icon=":material/splitscreen:"),
     st.Page("pages/probes.py", title="Linear probes", icon=":material/target:"),
     st.Page("pages/token_map.py", title="Token map", icon=":material/bubble_chart:"),
 ]

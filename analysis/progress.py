@@ -34,3 +34,25 @@ class TqdmProgress:
         if done >= total:
             bar.close()
             self._bars.pop(stage, None)
+
+
+class OneBar:
+    """One tqdm bar over ``total`` items (models, say); the stage inside the current item shows beside it."""
+
+    def __init__(self, total: int, desc: str) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, desc=desc)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        self.bar.set_postfix_str(f"{stage} {done}/{total}", refresh=True)
+
+    def item(self, label: str) -> None:
+        """Name the item now being worked on."""
+        self.bar.set_description_str(label, refresh=True)
+
+    def advance(self) -> None:
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()

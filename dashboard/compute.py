@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+from collections.abc import Callable
 
 import streamlit as st
 import torch
@@ -35,10 +36,10 @@ from analysis.results.collections import (
     TriageRun,
 )
 from analysis.runs import analyses
-from analysis.runs.series import stored_series
+from analysis.runs.series import free_memory, stored_series
 from analysis.runs.settings import ModelChoice, pga_settings
 from analysis.storage.cache import Entry, on_recomputed
-from analysis.storage.paths import cache_dir
+from analysis.storage.paths import cache_dir, restrict_to, roots_in_force
 from analysis.storage.store import ResultStore
 from dashboard.view import ViewState, demo_mode
 
@@ -79,10 +80,20 @@ def _one_at_a_time() -> threading.RLock:
     return threading.RLock()
 
 
+@contextlib.contextmanager
+def computation_slot():
+    """In demo mode, hold the server's one computation slot (for work done off the page, without a bar)."""
+    if not demo_mode():
+        yield
+        return
+    with _one_at_a_time():
+        yield
+
+
 class Bar:
     """A ``Progress`` callback that drives one Streamlit progress bar, naming the step; as a context
-    manager it removes the bar on the way out, whatever happened. In demo mode it also holds the
-    server's one computation slot, so visitors queue instead of sharing the CPU."""
+    manager it removes the bar on the way out, whatever happened. In demo mode it holds the server's
+    one computation slot meanwhile, and says so while it waits for it."""
 
     def __init__(self, label: str):
         self.bar = st.progress(0.0, text=label)
@@ -159,6 +170,37 @@ def triage(view: ViewState, loaded: LoadedModel) -> TriageRun:
     states(view, loaded)
     with Bar("Triage") as bar:
         return analyses.model_triage(loaded, corpus(view), view.sampling, view.compute, bar)
+
+
+def report_download(view: ViewState, loaded: LoadedModel) -> Callable[[], str]:
+    """The current view's triage report (the same file ``python -m analysis report`` writes), made when
+    the visitor clicks. Streamlit runs it on another thread, with no page to draw on: the text and
+    the file-path policy are taken now."""
+    text, roots = corpus(view), roots_in_force()
+
+    def generate() -> str:
+        restrict_to(roots)
+        with computation_slot():
+            return analyses.model_report(loaded, text, view.sampling, view.compute).html()
+
+    return generate
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _side(choice: ModelChoice, corpus_key: str, _view: ViewState) -> TriageRun:
+    with Bar(f"Triage of {choice.label}") as bar:
+        loaded = analyses.open_model(choice, _view.compute, bar)
+        try:
+            return analyses.model_triage(loaded, corpus(_view), _view.sampling, _view.compute, bar)
+        finally:
+            del loaded
+            free_memory()
+
+
+def side(view: ViewState, choice: ModelChoice) -> TriageRun:
+    """One side of a comparison: the triage of ``choice`` on the view's text and sampling (the model is
+    loaded for the call and released; the result is kept in memory)."""
+    return _side(choice, f"{view.corpus}|{corpus(view).sha256}|{view.sampling.spec}|{view.device}", view)
 
 
 def readout(loaded: LoadedModel) -> ReadoutBasis:

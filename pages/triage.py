@@ -3,6 +3,7 @@
 import streamlit as st
 
 from analysis.capacity.formulas import CLASS_NOTES
+from analysis.results.report import report_file_name
 from dashboard import compute
 from dashboard.export import chart, provenance, view_state_button
 from dashboard.sidebar import sidebar
@@ -53,4 +54,9 @@ cols[3].metric("Capacity (JL, C = 3.03)", "indeterminate" if indeterminate else 
 st.caption(CLASS_NOTES[report.model_class])
 
 chart(run.z_figure(), run.table(), "triage-z", pga.describe() + ". " + provenance(pga.provenance, "Hidden states"))
+REPORT_HELP = ("One self-contained HTML file (opens offline, can be mailed): the card, the verdict, z at CCR 1, 5 and "
+               "10, PC1 angle, spectral metrics, the embedding histogram, capacities and provenance; the same file "
+               "as `python -m analysis report`. Made when you click (the CCR 5 and 10 sweeps take a while).")
+st.download_button("Download report", compute.report_download(view, loaded), report_file_name(info), "text/html",
+                   icon=":material/download:", help=REPORT_HELP)
 view_state_button(view)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,11 +15,13 @@ from analysis.capacity.packing import fit_formulas, optimized_packing, random_pa
 from analysis.data.corpus import Corpus, Sampling, load_corpus
 from analysis.data.labelled import labelled_data
 from analysis.errors import InputError, require
+from analysis.models.refs import list_checkpoints
 from analysis.models.train_demo import DemoSettings, train_demo
-from analysis.progress import TqdmProgress
+from analysis.progress import OneBar, TqdmProgress
 from analysis.runs import analyses
 from analysis.runs.backends import make_backend
 from analysis.runs.plan import parse_plan, read_plan
+from analysis.runs.series import free_memory
 from analysis.runs.settings import Compute, ModelChoice, pga_settings
 from analysis.runs.sweep import is_stored, plan_jobs, run_sweep
 from analysis.storage.store import ResultStore
@@ -201,6 +204,54 @@ def probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def report_choices(args: argparse.Namespace) -> list[ModelChoice]:
+    """The models to report on: each reference, at its @REVISION, at --revision, or at every checkpoint."""
+    choices = []
+    for text in args.models:
+        parsed = ModelChoice.parse(text, allow_pickle=args.allow_pickle, trust_remote_code=args.trust_remote_code,
+                                   tokenizer=args.tokenizer)
+        revision = parsed.revision or args.revision
+        if revision == "all":
+            found = list_checkpoints(parsed.name)
+            require(bool(found), f"{parsed.name!r} has no checkpoints, so --revision all names nothing.")
+            choices += [replace(parsed, revision=c.revision) for c in found]
+        else:
+            choices.append(replace(parsed, revision=revision))
+    return choices
+
+
+def report(args: argparse.Namespace) -> int:
+    """One report per model, one after another; a failing model is reported and the others go on."""
+    sampling, corpus, compute = sampling_from(args), corpus_from(args), compute_from(args)
+    choices = report_choices(args)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    written, failed = [], []
+    bar = OneBar(len(choices), "reports")
+    for choice in choices:
+        bar.item(choice.label)
+        try:
+            loaded = analyses.open_model(choice, compute, bar)
+            result = analyses.model_report(loaded, corpus, sampling, compute, bar)
+            path = args.out_dir / result.file_name
+            path.write_text(result.html(), encoding="utf-8")
+            written.append({"model": choice.label, "path": str(path), "identity": result.card["identity"],
+                            "verdict": result.verdict_json()})
+        except (InputError, OSError, RuntimeError, MemoryError) as error:
+            failed.append({"model": choice.label, "error": f"{type(error).__name__}: {error}"})
+        finally:
+            free_memory()
+            bar.advance()
+    bar.close()
+    if args.json:
+        emit_json({"reports": written, "failed": failed}, None)
+    else:
+        for entry in written:
+            print(f"{entry['path']}  ({entry['verdict']['regime']}, peak z {entry['verdict']['peak_z']:.1f})")
+    for entry in failed:
+        print(f"failed: {entry['model']}: {entry['error']}", file=sys.stderr)
+    return 0 if not failed else 1
+
+
 def plan_from(args: argparse.Namespace) -> dict:
     """The plan file's mapping with the flags given on the command line laid over it."""
     raw = read_plan(args.plan) if args.plan else {}
@@ -240,4 +291,4 @@ def sweep(args: argparse.Namespace) -> int:
 
 COMMANDS = {"model-info": model_info, "hidden-states": hidden_states, "pga": pga, "capacity": capacity,
             "packing": packing, "checkpoints": checkpoints, "training-sweep": training_sweep, "sweep": sweep,
-            "train-demo": train_demo_series, "convergence": convergence, "probe": probe}
+            "train-demo": train_demo_series, "convergence": convergence, "probe": probe, "report": report}

@@ -146,6 +146,18 @@ def build_parser() -> argparse.ArgumentParser:
     series.add_argument("--revisions", type=revisions_arg, default=None, help="all | comma-separated checkpoints")
     series.add_argument("--json", type=Path, default=Path("-"), help="output file (default: stdout)")
 
+    report = commands.add_parser("report", help="a self-contained HTML triage report per model (batch triage)")
+    report.add_argument("models", nargs="+", metavar="MODEL",
+                        help="model references, each optionally NAME@REVISION")
+    report.add_argument("--revision", help="a revision for every model without @REVISION; 'all': every checkpoint")
+    report.add_argument("--allow-pickle", action="store_true", help="allow pickled .bin weights")
+    report.add_argument("--trust-remote-code", action="store_true", help="run the model repo's own code")
+    report.add_argument("--tokenizer", help="a folder to load the tokenizer from (local models without their own)")
+    _text_args(report)
+    report.add_argument("--out", dest="out_dir", type=Path, default=Path("reports"),
+                        help="folder for the reports (default reports/)")
+    report.add_argument("--json", action="store_true", help="print the paths written and the verdicts as JSON")
+
     plan = commands.add_parser("sweep", help="a plan of models x revisions x settings, locally or on a Ray cluster")
     plan.add_argument("--plan", type=Path, help="YAML or JSON plan (format: analysis/runs/plan.py); flags override it")
     plan.add_argument("--model", action="append", help="a model to sweep (repeat for several)")

@@ -210,6 +210,26 @@ class DepthCurves:
     def figure(self) -> go.Figure:
         return figures.z_by_relative_depth(self.curves)
 
+    def pc1_figure(self) -> go.Figure:
+        return figures.pc1_by_relative_depth(self.curves)
+
+    def difference(self) -> pd.DataFrame | None:
+        """z of the second curve minus the first, per layer, when exactly two share a layer grid; else None."""
+        if len(self.curves) != 2:
+            return None
+        (_, first), (_, second) = self.curves.items()
+        if [r.layer for r in first] != [r.layer for r in second]:
+            return None
+        return pd.DataFrame({"layer": [r.layer for r in first], "z_first": [r.z for r in first],
+                             "z_second": [r.z for r in second],
+                             "difference": [b.z - a.z for a, b in zip(first, second, strict=True)]})
+
+    def difference_figure(self) -> go.Figure | None:
+        table = self.difference()
+        if table is None:
+            return None
+        return figures.z_difference(table.layer.tolist(), table.difference.tolist(), tuple(self.curves))
+
 
 @dataclass(frozen=True)
 class ConvergenceRun:

@@ -249,12 +249,35 @@ def z_by_relative_depth(curves: dict[str, list[LayerPGA]]) -> go.Figure:
     fig = go.Figure()
     fig.add_hrect(y0=-2, y1=2, fillcolor="grey", opacity=0.15, line_width=0)
     for colour, (name, results) in zip(colours(len(curves)), curves.items(), strict=True):
-        last = max(r.layer for r in results)
+        last = max(max(r.layer for r in results), 1)
         fig.add_trace(go.Scatter(x=[r.layer / last for r in results], y=[r.z for r in results], mode="lines+markers",
                                  name=name, line=dict(color=colour)))
     fig.update_xaxes(title="relative depth (layer / last layer)")
     fig.update_yaxes(title="z")
     return _layout(fig, "z against relative depth")
+
+
+def pc1_by_relative_depth(curves: dict[str, list[LayerPGA]]) -> go.Figure:
+    """The PC1 angle to V_k of several models (or checkpoints) against relative depth."""
+    fig = go.Figure()
+    for colour, (name, results) in zip(colours(len(curves)), curves.items(), strict=True):
+        last = max(max(r.layer for r in results), 1)
+        fig.add_trace(go.Scatter(x=[r.layer / last for r in results], y=[r.pc1_angle_deg for r in results],
+                                 mode="lines+markers", name=name, line=dict(color=colour)))
+    fig.add_hline(y=90, line_dash="dot", annotation_text="90 deg: dark direction")
+    fig.update_yaxes(title="PC1 angle to V_k (degrees)", range=[0, 92])
+    fig.update_xaxes(title="relative depth (layer / last layer)")
+    return _layout(fig, "PC1 angle against relative depth")
+
+
+def z_difference(layers: list[int], difference: list[float], names: tuple[str, str]) -> go.Figure:
+    """z of the second model minus z of the first, layer by layer (same layer grid)."""
+    fig = go.Figure(go.Bar(x=layers, y=difference, marker_color=["#2ca02c" if v >= 0 else "#d62728"
+                                                                 for v in difference]))
+    fig.add_hline(y=0, line_color="black", line_width=1)
+    fig.update_xaxes(title="layer")
+    fig.update_yaxes(title="z difference")
+    return _layout(fig, f"z({names[1]}) - z({names[0]}) by layer", height=320)
 
 
 def convergence_figure(results: list, n_a: int) -> go.Figure:

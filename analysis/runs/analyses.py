@@ -15,6 +15,7 @@ its figures.
 | convergence of two references | :func:`model_convergence` | ConvergenceRun |
 | linear probes | :func:`model_probes` | ProbeRun |
 | the token map | :func:`model_token_map` | TokenMapRun |
+| the triage report | :func:`model_report` | ModelReport (``.html()``) |
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from analysis.results.collections import (
     TokenMapRun,
     TriageRun,
 )
+from analysis.results.report import ModelReport
 from analysis.runs.pipeline import (
     embedding_unembedding_cosines,
     matrix_geometry,
@@ -60,6 +62,7 @@ from analysis.runs.settings import (
     DEFAULT_CCR,
     DEFAULT_N_NULL,
     HISTOGRAM_BINS,
+    REPORT_CCRS,
     SENSITIVITY_DELTA,
     TRIAGE_DEEPER_CCR,
     Compute,
@@ -67,7 +70,7 @@ from analysis.runs.settings import (
     clip_epsilon,
     pga_settings,
 )
-from analysis.storage.cache import ResultCache, default_cache
+from analysis.storage.cache import ResultCache, default_cache, library_versions
 from analysis.storage.store import ResultStore
 
 TOKEN_MAP_VERSION = 1
@@ -121,12 +124,30 @@ def model_capacity(choice: ModelChoice, which: str = "embedding", bins: int = HI
                    sample_pairs: int | None = None, seed: int = 0, device: str = "auto",
                    delta: float = SENSITIVITY_DELTA, progress: Progress | None = None,
                    cache: ResultCache | None = None) -> CapacityRun:
-    """epsilon, histogram, class and capacity of W_E (or W_U), reading only that tensor. epsilon is
-    clipped into the formulas' domain in one place (``clip_epsilon``)."""
-    ref = resolve_choice(choice, weights=False)
+    """epsilon, histogram, class and capacity of W_E (or W_U), reading only that tensor."""
+    return ref_capacity(resolve_choice(choice, weights=False), choice.label, which, bins, sample_pairs, seed, device,
+                        delta, progress, cache)
+
+
+def ref_capacity(ref: ModelRef, label: str, which: str = "embedding", bins: int = HISTOGRAM_BINS,
+                 sample_pairs: int | None = None, seed: int = 0, device: str = "auto",
+                 delta: float = SENSITIVITY_DELTA, progress: Progress | None = None,
+                 cache: ResultCache | None = None) -> CapacityRun:
+    """:func:`model_capacity` of a resolved reference. epsilon is clipped into the formulas' domain in
+    one place (``clip_epsilon``)."""
     geometry = matrix_geometry(ref, which, bins, sample_pairs, seed, device, progress, cache)
     report = capacity_report(geometry.stats.d, clip_epsilon(geometry.stats.epsilon), delta)
-    return CapacityRun(choice.label, ref.identity, geometry, report)
+    return CapacityRun(label, ref.identity, geometry, report)
+
+
+def model_report(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,
+                 progress: Progress | None = None, cache: ResultCache | None = None) -> ModelReport:
+    """The triage report: the verdict, every layer at CCR 1, 5 and 10, the embedding's histogram and capacity."""
+    triage = model_triage(loaded, corpus, sampling, compute, progress, cache)
+    settings = pga_settings(loaded.anatomy.d_model, triage.pga.settings.ks, REPORT_CCRS, seed=sampling.seed)
+    depth = model_pga(loaded, corpus, sampling, settings, compute=compute, progress=progress, cache=cache)
+    capacity = ref_capacity(loaded.ref, loaded.ref.label, device=compute.device, progress=progress, cache=cache)
+    return ModelReport(triage, depth, capacity, corpus.name, corpus.sha256, library_versions())
 
 
 def paired_cosines(choice: ModelChoice, bins: int = HISTOGRAM_BINS, cache: ResultCache | None = None):

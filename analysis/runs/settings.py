@@ -11,6 +11,7 @@ every caption or export states the settings a result was computed with (carried 
 | CCR depth | 1 | PGA, token map, series |
 | R null subspaces | 100 (PGA), 20 (convergence) | z and its band |
 | triage's deeper CCR | 5 | the triage verdict |
+| the report's CCR depths | 1, 5, 10 | the triage report |
 | histogram bins | 300 | the cosine histogram |
 | sensitivity delta | 0.005 | capacity at eps +- delta |
 """
@@ -29,6 +30,7 @@ DEFAULT_N_NULL = _PGA_DEFAULTS["n_null"]
 CONVERGENCE_N_NULL = 20
 CONVERGENCE_UNITS = 200
 TRIAGE_DEEPER_CCR = 5
+REPORT_CCRS = (1, 5, 10)
 HISTOGRAM_BINS = 300
 SENSITIVITY_DELTA = 0.005
 BATCH_SIZE = 8
