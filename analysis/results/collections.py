@@ -62,10 +62,10 @@ class PGARun:
     def describe(self, k: int | None = None, ccr: int | None = None) -> str:
         """The settings behind the numbers, as a caption states them."""
         k = self.settings.ks[0] if k is None else k
-        ccr = self.settings.ccrs[0] if ccr is None else ccr
+        depths = f"CCR-{ccr}" if ccr is not None else "CCR " + ", ".join(map(str, self.settings.ccrs))
         model = f", model {self.model}" if self.model else ""
         dtype = f", {self.dtype}" if self.dtype else ""
-        return (f"N = {self.n_tokens} tokens, {self.n_pairs:,} pairs, k = {k}, CCR-{ccr}, "
+        return (f"N = {self.n_tokens} tokens, {self.n_pairs:,} pairs, k = {k}, {depths}, "
                 f"R = {self.settings.n_null} random subspaces, seed {self.settings.seed}{model}{dtype}")
 
     def table(self) -> pd.DataFrame:
