@@ -115,7 +115,8 @@ def test_results_give_their_tables_with_the_settings_used(neox_folder, tmp_path)
     table = run.table()
     assert len(table) == 4 * 2 and set(table.k) == {8} and set(table.ccr) == {0, 1}
     assert np.allclose(table.z, [r.z for r in run.results])
-    assert "k = 8, CCR-0, R = 10 random subspaces" in run.describe()
+    assert "k = 8, CCR-0, R = 10 random subspaces" in run.describe(8, 0)
+    assert "k = 8, CCR 0, 1, R = 10" in run.describe()
     curves = DepthCurves({"a": run.at(8, 0), "b": run.at(8, 1)})
     assert list(curves.table().relative_depth[:4]) == [0, 1 / 3, 2 / 3, 1]
     assert run.to_json()["runs"][1]["ccr"] == 1

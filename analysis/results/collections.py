@@ -62,7 +62,8 @@ class PGARun:
     def describe(self, k: int | None = None, ccr: int | None = None) -> str:
         """The settings behind the numbers, as a caption states them."""
         k = self.settings.ks[0] if k is None else k
-        depths = f"CCR-{ccr}" if ccr is not None else "CCR " + ", ".join(map(str, self.settings.ccrs))
+        ccrs = (ccr,) if ccr is not None else self.settings.ccrs
+        depths = f"CCR-{ccrs[0]}" if len(ccrs) == 1 else "CCR " + ", ".join(map(str, ccrs))
         model = f", model {self.model}" if self.model else ""
         dtype = f", {self.dtype}" if self.dtype else ""
         return (f"N = {self.n_tokens} tokens, {self.n_pairs:,} pairs, k = {k}, {depths}, "
