@@ -26,7 +26,7 @@ from analysis.models import arch
 from analysis.models.loading import LoadedModel
 from analysis.models.refs import ModelRef
 from analysis.models.weights import read_matrix
-from analysis.progress import Progress
+from analysis.progress import Progress, report
 from analysis.results.collections import PGARun
 from analysis.runs.settings import Compute, pga_settings
 from analysis.storage.cache import Entry, ResultCache, default_cache
@@ -64,7 +64,8 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
         return {"states": states_spec, "readout": basis_spec, "layer": layer, "k": k, "ccr": ccr, **common}
 
     found: dict[tuple, LayerPGA] = {}
-    for layer in layers:
+    computed = False
+    for number, layer in enumerate(layers):
         missing_k, missing_c = set(), set()
         for k in settings.ks:
             for c in settings.ccrs:
@@ -75,10 +76,14 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
                 else:
                     found[layer, k, c] = hit.value
         if missing_k:
+            report(progress, "PGA by layer", number, len(layers))  # counts layers, not each layer's inner steps
+            computed = True
             fresh = replace(settings, ks=tuple(sorted(missing_k)), ccrs=tuple(sorted(missing_c)))
-            for result in pga_sweep(array, basis, fresh, [layer], device, progress):
+            for result in pga_sweep(array, basis, fresh, [layer], device):
                 cache.put("pga", PGA_VERSION, spec(result.layer, result.k, result.ccr), result)
                 found[result.layer, result.k, result.ccr] = result
+    if computed:
+        report(progress, "PGA by layer", len(layers), len(layers))
     return [found[layer, k, c] for layer in layers for k in settings.ks for c in settings.ccrs]
 
 
