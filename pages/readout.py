@@ -5,6 +5,7 @@ import streamlit as st
 from analysis.geometry.pga import default_k
 from analysis.results import figures
 from analysis.results.collections import spectrum_table
+from analysis.runs.settings import k_grid, snap_k
 from dashboard import compute
 from dashboard.export import chart, provenance, view_state_button
 from dashboard.sidebar import sidebar
@@ -18,8 +19,13 @@ with compute.friendly_errors():
 d = loaded.anatomy.d_model
 
 controls = st.columns([2, 2, 3])
-k = controls[0].slider("k (readout dimensions)", 1, d - 1, min(max(url_int("k", default_k(d)), 1), d - 1),
-                       help="Below d: at k = d every subspace keeps every distance and z is rounding noise.")
+grid = k_grid(d)
+asked = url_int("k", default_k(d))
+k = controls[0].select_slider("k (readout dimensions)", grid, value=snap_k(asked, grid),
+                              help=f"Powers of two up to d / 2 = {d // 2} and the default {default_k(d)}; never d "
+                                   "(at k = d every subspace keeps every distance and z is rounding noise).")
+if asked not in grid:
+    controls[0].caption(f"k = {asked} from the link is not on the slider's grid; showing k = {k}.")
 ccr = controls[1].select_slider("CCR depth (components removed)", list(range(0, 11)),
                                 value=min(max(url_int("ccr", 1), 0), 10))
 overlay = controls[2].multiselect("Overlay CCR depths", [0, 1, 5, 10], default=[],

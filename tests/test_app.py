@@ -48,7 +48,7 @@ def test_moving_k_changes_the_plotted_z(tiny_models):
     app = run_page("pages/readout.py", model=tiny_models[("llama", True)], n_tokens=128)
     before = z_values(app)
     assert len(before) == 4  # embeddings + 3 blocks
-    slider = next(s for s in app.slider if s.label.startswith("k "))
+    slider = next(s for s in app.select_slider if s.label.startswith("k "))
     slider.set_value(4).run()
     assert not app.exception
     after = z_values(app)

@@ -12,7 +12,7 @@ from analysis.geometry.pga import PGASettings
 from analysis.results import figures
 from analysis.results.collections import DepthCurves
 from analysis.runs import analyses
-from analysis.runs.settings import Compute, ModelChoice, clip_epsilon, pga_settings
+from analysis.runs.settings import Compute, ModelChoice, clip_epsilon, k_grid, pga_settings, snap_k
 from analysis.storage.cache import ResultCache
 from tests.test_app import charts, run_page
 from tests.test_cli import run_cli
@@ -120,3 +120,19 @@ def test_results_give_their_tables_with_the_settings_used(neox_folder, tmp_path)
     curves = DepthCurves({"a": run.at(8, 0), "b": run.at(8, 1)})
     assert list(curves.table().relative_depth[:4]) == [0, 1 / 3, 2 / 3, 1]
     assert run.to_json()["runs"][1]["ccr"] == 1
+
+
+@pytest.mark.parametrize("d", [8, 32, 576, 4096])
+def test_the_k_grid_is_worth_sliding(d):
+    grid = k_grid(d)
+    assert list(grid) == sorted(set(grid)) and grid[-1] == d // 2 and d not in grid
+    assert pga_settings(d).ks[0] in grid and all(b / a <= 2 for a, b in zip(grid, grid[1:], strict=False))
+    assert snap_k(d, grid) == d // 2 and snap_k(0, grid) == 1 and snap_k(grid[2], grid) == grid[2]
+
+
+def test_a_k_in_the_link_snaps_to_the_grid_with_a_note(tiny_models):
+    app = run_page("pages/readout.py", model=tiny_models[("gpt_neox", False)], n_tokens=128, k=13)
+    assert not app.exception and not app.error
+    slider = next(s for s in app.select_slider if s.label.startswith("k "))
+    assert slider.value == 16 and app.query_params["k"] == "16"
+    assert any("k = 13 from the link is not on the slider's grid; showing k = 16" in c.value for c in app.caption)

@@ -7,7 +7,7 @@ every caption or export states the settings a result was computed with (carried 
 |---|---|---|
 | model | ``smollm2-135m`` (built in, offline) | every analysis of a model |
 | N token positions | 512 (``Sampling``) | PGA, token map, checkpoint series |
-| k | ``default_k(d) = min(100, d // 4)`` | PGA, convergence, token map, series |
+| k | ``default_k(d) = min(100, d // 4)``; the slider's grid ``k_grid(d)`` | PGA, convergence, token map, series |
 | CCR depth | 1 | PGA, token map, series |
 | R null subspaces | 100 (PGA), 20 (convergence) | z and its band |
 | triage's deeper CCR | 5 | the triage verdict |
@@ -18,6 +18,7 @@ every caption or export states the settings a result was computed with (carried 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 
 from analysis.errors import require
@@ -83,6 +84,19 @@ def pga_settings(d: int, ks: tuple[int, ...] | None = None, ccrs: tuple[int, ...
                             f"subspace keeps every distance, so z is rounding noise); the default is {default_k(d)}.")
     return PGASettings(ks=tuple(ks) if ks else (default_k(d),), ccrs=tuple(ccrs), n_null=n_null, seed=seed,
                        **options)
+
+
+def k_grid(d: int) -> tuple[int, ...]:
+    """The k values worth comparing on a slider: powers of two up to d / 2, d / 2 itself and the
+    default ``min(100, d // 4)``; never d (at k = d, z is rounding noise)."""
+    top = max(1, d // 2)
+    powers = [2**i for i in range(top.bit_length()) if 2**i <= top]
+    return tuple(sorted({*powers, top, default_k(d)}))
+
+
+def snap_k(k: int, grid: tuple[int, ...]) -> int:
+    """The grid value nearest to ``k`` on a log scale (a k typed in a link)."""
+    return min(grid, key=lambda value: (abs(math.log(value) - math.log(max(k, 1))), value))
 
 
 def clip_epsilon(eps: float) -> float:
