@@ -37,7 +37,7 @@ from analysis.results.collections import (
 )
 from analysis.runs import analyses
 from analysis.runs.series import free_memory, stored_series
-from analysis.runs.settings import ModelChoice, pga_settings
+from analysis.runs.settings import ModelChoice, pga_settings, preview_settings
 from analysis.storage.cache import Entry, on_recomputed
 from analysis.storage.paths import cache_dir, restrict_to, roots_in_force
 from analysis.storage.store import ResultStore
@@ -156,14 +156,99 @@ def states(view: ViewState, loaded: LoadedModel) -> Entry:
     return _states(key, view, loaded)
 
 
-def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
-        layers: list[int] | None = None) -> PGARun:
-    """PGA at k (default d / 4, at most 100) and the CCR depths (default 1) for the given layers (all
-    by default); each (layer, k, CCR) cached on disk."""
-    settings = pga_settings(loaded.anatomy.d_model, (k,) if k else None, ccrs or (1,), seed=view.seed)
-    with Bar(f"PGA at k = {settings.ks[0]}, CCR {', '.join(map(str, settings.ccrs))}") as bar:
-        return analyses.model_pga(loaded, corpus(view), view.sampling, settings, layers, view.compute, bar,
+class Gate:
+    """One heavy computation at a time in this server process (two tabs do not fight for two cores),
+    held one PGA layer at a time; a visitor's own request goes before background fill."""
+
+    def __init__(self) -> None:
+        self.condition = threading.Condition()
+        self.busy = False
+        self.waiting = 0  # requests (not fill) waiting for the gate
+
+    @contextlib.contextmanager
+    def hold(self, background: bool = False):
+        with self.condition:
+            self.waiting += not background
+            try:
+                self.condition.wait_for(lambda: not self.busy and (not background or self.waiting == 0))
+            finally:
+                self.waiting -= not background
+            self.busy = True
+        try:
+            yield
+        finally:
+            with self.condition:
+                self.busy = False
+                self.condition.notify_all()
+
+
+@st.cache_resource
+def gate() -> Gate:
+    return Gate()
+
+
+def _settings(loaded: LoadedModel, view: ViewState, k: int | None, ccrs: tuple[int, ...] | None):
+    return pga_settings(loaded.anatomy.d_model, (k,) if k else None, ccrs or (1,), seed=view.seed)
+
+
+def stored_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
+               ccrs: tuple[int, ...] | None = None) -> PGARun | None:
+    """The exact run when every layer of it is in the cache, else None (nothing is computed)."""
+    return analyses.model_pga(loaded, corpus(view), view.sampling, _settings(loaded, view, k, ccrs),
+                              compute=view.compute, states=states(view, loaded), stored_only=True)
+
+
+def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
+                ccrs: tuple[int, ...] | None = None) -> PGARun:
+    """The preview: the same statistic on 8,192 sampled pairs and 30 null draws (about a second)."""
+    settings = preview_settings(_settings(loaded, view, k, ccrs))
+    with st.spinner("Preview ..."):
+        return analyses.model_pga(loaded, corpus(view), view.sampling, settings, compute=view.compute,
                                   states=states(view, loaded))
+
+
+def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
+        layers: list[int] | None = None, background: bool = False) -> PGARun:
+    """The exact run at k (default d / 4, at most 100) and the CCR depths (default 1) for the given layers
+    (all by default), one layer at a time through the gate; each (layer, k, CCR) cached on disk as it is
+    done. A newer move stops it at the next layer (Streamlit reruns the page); finished layers stay."""
+    settings = _settings(loaded, view, k, ccrs)
+    label = f"{'Filling in' if background else 'Exact'}: k = {settings.ks[0]}, CCR {', '.join(map(str, settings.ccrs))}"
+    with Bar(label) as bar:
+        return analyses.model_pga(loaded, corpus(view), view.sampling, settings, layers, view.compute, bar,
+                                  states=states(view, loaded), slot=lambda: gate().hold(background))
+
+
+def neighbours(grid: tuple[int, ...], k: int, ccr: int) -> list[tuple[int, int]]:
+    """What a visitor is likely to ask next, in order: the adjacent k on the grid, then CCR 0, 1, 5, 10."""
+    index = grid.index(k) if k in grid else 0
+    nearby = [(grid[i], ccr) for i in (index - 1, index + 1) if 0 <= i < len(grid)]
+    nearby += [(k, c) for c in (0, 1, 5, 10) if c != ccr]
+    return list(dict.fromkeys(nearby))
+
+
+def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> None:
+    """Compute the settings a visitor may ask next into the disk cache, one after another, after the page is
+    drawn, with a line saying what is ready. Any move of a widget stops it (the page reruns); a failure is
+    one warning and leaves every finished layer in the cache, nothing half-written."""
+    if demo_mode():  # a public instance spends no CPU on what nobody asked for
+        return
+    status = st.empty()
+    ready = {(k, c): stored_pga(view, loaded, k, (c,)) is not None for k, c in wanted}
+
+    def show() -> None:
+        status.caption("Nearby settings ready: " + ", ".join(
+            f"k = {k}, CCR-{c} " + ("✓" if done else "…") for (k, c), done in ready.items()))
+
+    show()
+    for k, c in [key for key, done in ready.items() if not done]:
+        try:
+            pga(view, loaded, k, (c,), background=True)
+        except (InputError, MemoryError, RuntimeError) as error:
+            st.warning(f"Filling in k = {k}, CCR-{c} stopped: {error}", icon=":material/warning:")
+            return
+        ready[k, c] = True
+        show()
 
 
 def triage(view: ViewState, loaded: LoadedModel) -> TriageRun:

@@ -32,15 +32,17 @@ overlay = controls[2].multiselect("Overlay CCR depths", [0, 1, 5, 10], default=[
                                   help="e.g. 1, 5, 10: one more full sweep per depth (cached once computed).")
 remember(k=k, ccr=ccr)
 
-with compute.friendly_errors():
-    run = compute.pga(view, loaded, k, (ccr,))
+asked_for = [(k, (ccr,))] + ([(k, tuple(sorted(overlay)))] if overlay else [])
+with compute.friendly_errors():  # the exact runs when stored, else previews drawn now (the exact ones follow)
+    runs = [compute.stored_pga(view, loaded, *wanted) or compute.preview_pga(view, loaded, *wanted)
+            for wanted in asked_for]
+run = runs[0]
 chart(run.z_figure(), run.table(), "z-by-layer",
       f"{run.describe()}. Error bars: 95 % bootstrap interval over the null draws. "
       + provenance(run.provenance, "Hidden states"))
 
 if overlay:
-    with compute.friendly_errors():
-        several = compute.pga(view, loaded, k, tuple(sorted(overlay)))
+    several = runs[1]
     chart(several.z_figure(title=f"z by layer for several CCR depths (k = {k})"), several.table(), "z-ccr-overlay",
           "Removing more components unmasks alignment hidden by a few dominant directions. " + several.describe(k))
 
@@ -64,3 +66,10 @@ with compute.friendly_errors():
     basis = compute.readout(loaded)
 chart(figures.readout_spectrum(basis.singular_values, k), spectrum_table(basis), "readout-spectrum")
 view_state_button(view, k=k, ccr=ccr, layer=layer)
+
+if any(r.preview for r in runs):  # the exact runs, one layer at a time; a newer move stops them
+    with compute.friendly_errors():
+        for wanted in asked_for:
+            compute.pga(view, loaded, *wanted)
+    st.rerun()
+compute.fill(view, loaded, compute.neighbours(grid, k, ccr))

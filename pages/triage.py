@@ -28,6 +28,16 @@ st.caption(f"Weights loaded: `{info['identity']}` ({info['kind']}"
 
 with compute.friendly_errors():
     loaded = compute.loaded_model(view)
+    exact = compute.stored_pga(view, loaded)
+if exact is None:  # first answer: the curve's shape at once, then the exact curve and the verdict
+    st.info("Verdict: computing the exact curve; the preview below shows its shape.", icon=":material/hourglass:")
+    with compute.friendly_errors():
+        preview = compute.preview_pga(view, loaded)
+    chart(preview.z_figure(), preview.table(), "triage-z-preview", preview.describe() + ".")
+    with compute.friendly_errors():
+        compute.pga(view, loaded)
+    st.rerun()
+with compute.friendly_errors():
     run = compute.triage(view, loaded)
 summary, stats, pga = run.verdict, run.stats, run.pga
 k, ccr = pga.settings.ks[0], pga.settings.ccrs[0]

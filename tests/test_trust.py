@@ -273,6 +273,6 @@ def test_deleting_the_cache_folder_under_the_app_is_a_note(neox_folder):
     app = run_page("pages/triage.py", model=neox_folder, n_tokens=128)
     assert not app.exception and charts(app)
     shutil.rmtree(cache_dir() / "results")
-    app = run_page("pages/readout.py", model=neox_folder, n_tokens=128)
+    app = run_page("pages/capacity.py", model=neox_folder, n_tokens=128)
     assert not app.exception and not app.error and charts(app)
     assert any("cache" in note.value for note in app.info)

@@ -22,6 +22,7 @@ tokens, and everything is scored on the other half (N halves).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass, field, fields
 
@@ -154,8 +155,10 @@ def validate_states(states: np.ndarray, d: int | None = None) -> np.ndarray:
     return states
 
 
+@functools.lru_cache(maxsize=4)
 def null_bases(d: int, k: int, n_null: int, seed: int) -> np.ndarray:
-    """``[R, d, k]`` orthonormal bases uniform on the Grassmannian, seeded by ``(seed, k)``."""
+    """``[R, d, k]`` orthonormal bases uniform on the Grassmannian, seeded by ``(seed, k)``; the first R
+    of a larger R are the same draws. Memoised (a sweep asks for them once per layer): do not modify."""
     gaussian = np.random.default_rng([seed, k]).standard_normal((n_null, d, k))
     q, _ = np.linalg.qr(gaussian)
     return q
@@ -171,10 +174,22 @@ def sample_pairs(n: int, max_pairs: int | None, seed: int) -> tuple[np.ndarray, 
 
 
 def _similarities(points: torch.Tensor, flat_pairs: torch.Tensor) -> torch.Tensor:
-    """Cosine similarity of the chosen pairs: ``points`` ``[m, N, k]`` -> ``[m, n_pairs]`` float32."""
+    """Cosine similarity of the chosen pairs: ``points`` ``[m, N, k]`` -> ``[m, n_pairs]`` float32.
+
+    All pairs come from one Gram matrix per subspace (``N^2 k``); a sample of pairs from the rows of
+    each pair alone (``n_pairs k``), which is what makes a pair-sampled preview cheap."""
     unit = torch.nn.functional.normalize(points, dim=-1)
+    n = points.shape[1]
+    if _gathers(n, len(flat_pairs)):
+        rows, cols = flat_pairs // n, flat_pairs % n
+        return (unit[:, rows] * unit[:, cols]).sum(-1)
     gram = unit @ unit.transpose(1, 2)
     return gram.reshape(len(points), -1)[:, flat_pairs]
+
+
+def _gathers(n: int, n_pairs: int) -> bool:
+    """Whether the pairs are few enough (a quarter of all, or fewer) to gather instead of a Gram matrix."""
+    return 4 * n_pairs < n * (n - 1) // 2
 
 
 def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, flat_pairs: torch.Tensor) -> np.ndarray:
@@ -183,7 +198,8 @@ def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, flat_pairs: tor
     m, _, k = bases.shape
     full = centred_ranks(_similarities(corrected[None], flat_pairs)[0])
     projected = (corrected @ bases.permute(1, 0, 2).reshape(d, m * k)).reshape(n, m, k).permute(1, 0, 2)
-    per_subspace = n * n * 4 + len(flat_pairs) * 28
+    pairs = len(flat_pairs)
+    per_subspace = (pairs * k * 8 if _gathers(n, pairs) else n * n * 4) + pairs * 28
     chunk = max(1, MEMORY_BUDGET_BYTES // per_subspace)
     rhos = [spearman_many(full, _similarities(projected[i:i + chunk], flat_pairs))
             for i in range(0, m, chunk)]
@@ -260,7 +276,9 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         centred_cov_trace = float(pca.variances.sum())
         for c in settings.ccrs:
             corrected = remove_components(x[score_rows], pca, c)
-            spectrum = spectral_metrics(fit_pca(corrected).variances.cpu().numpy(), d, settings.alpha_fit)
+            # fitted on the scored rows, the corrected states' spectrum is the PCA's without its top c values
+            variances = pca.variances[c:] if settings.ccr_fit == "same" else fit_pca(corrected).variances
+            spectrum = spectral_metrics(variances.cpu().numpy(), d, settings.alpha_fit)
             corrected32 = corrected.to(torch.float32)
             for k in settings.ks:
                 report(progress, "PGA by layer", done, total)

@@ -41,6 +41,7 @@ class PGARun:
     identity: str | None = None
     dtype: str | None = None
     provenance: dict | None = field(default=None, compare=False)
+    preview: bool = False  # computed on a sample of pairs and fewer null draws; the exact run replaces it
 
     @property
     def n_tokens(self) -> int:
@@ -66,7 +67,8 @@ class PGARun:
         depths = f"CCR-{ccrs[0]}" if len(ccrs) == 1 else "CCR " + ", ".join(map(str, ccrs))
         model = f", model {self.model}" if self.model else ""
         dtype = f", {self.dtype}" if self.dtype else ""
-        return (f"N = {self.n_tokens} tokens, {self.n_pairs:,} pairs, k = {k}, {depths}, "
+        pairs = f"Preview on {self.n_pairs:,} sampled pairs" if self.preview else f"{self.n_pairs:,} pairs"
+        return (f"N = {self.n_tokens} tokens, {pairs}, k = {k}, {depths}, "
                 f"R = {self.settings.n_null} random subspaces, seed {self.settings.seed}{model}{dtype}")
 
     def table(self) -> pd.DataFrame:
@@ -76,8 +78,10 @@ class PGARun:
         """z by layer, one curve per CCR depth (all computed ones by default), at one k."""
         k = self.settings.ks[0] if k is None else k
         ccrs = list(self.settings.ccrs) if ccrs is None else ccrs
-        return figures.z_by_layer({f"CCR-{c}": self.at(k, c) for c in ccrs},
-                                  title or f"z by layer at k = {k}, " + ", ".join(f"CCR-{c}" for c in ccrs))
+        title = title or f"z by layer at k = {k}, " + ", ".join(f"CCR-{c}" for c in ccrs)
+        if self.preview:
+            title = f"Preview ({self.n_pairs:,} sampled pairs; the exact curve follows): " + title
+        return figures.z_by_layer({f"CCR-{c}": self.at(k, c) for c in ccrs}, title)
 
     def null_figure(self, layer: int, k: int | None = None, ccr: int | None = None) -> go.Figure:
         return figures.null_distribution(self.layer(layer, k, ccr))

@@ -11,6 +11,8 @@ settings. PGA results are cached per (layer, k, CCR depth): moving a slider comp
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -28,7 +30,7 @@ from analysis.models.refs import ModelRef
 from analysis.models.weights import read_matrix
 from analysis.progress import Progress, report
 from analysis.results.collections import PGARun
-from analysis.runs.settings import Compute, pga_settings
+from analysis.runs.settings import Compute, is_preview, pga_settings
 from analysis.storage.cache import Entry, ResultCache, default_cache
 from analysis.storage.codec import storable
 
@@ -50,8 +52,13 @@ def model_readout(loaded: LoadedModel, cache: ResultCache | None = None) -> Read
 
 def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
                settings: PGASettings, layers: list[int], device: str = "auto",
-               progress: Progress | None = None, cache: ResultCache | None = None) -> list[LayerPGA]:
-    """PGA for ``layers`` x ``settings.ks`` x ``settings.ccrs``, each (layer, k, ccr) cached on its own."""
+               progress: Progress | None = None, cache: ResultCache | None = None, stored_only: bool = False,
+               slot: Callable[[], AbstractContextManager] = nullcontext) -> list[LayerPGA] | None:
+    """PGA for ``layers`` x ``settings.ks`` x ``settings.ccrs``, each (layer, k, ccr) cached on its own.
+
+    ``stored_only``: return None instead of computing when anything is missing. ``slot``: a context
+    held while each layer computes (the dashboard's one-heavy-computation-at-a-time gate); a layer's
+    results are stored as soon as it is done, so work that is stopped keeps every finished layer."""
     cache = cache or default_cache()
     array = states.states if isinstance(states, HiddenStates) else states
     for layer in layers:
@@ -75,11 +82,15 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
                     missing_c.add(c)
                 else:
                     found[layer, k, c] = hit.value
+        if missing_k and stored_only:
+            return None
         if missing_k:
             report(progress, "PGA by layer", number, len(layers))  # counts layers, not each layer's inner steps
             computed = True
             fresh = replace(settings, ks=tuple(sorted(missing_k)), ccrs=tuple(sorted(missing_c)))
-            for result in pga_sweep(array, basis, fresh, [layer], device):
+            with slot():
+                results = pga_sweep(array, basis, fresh, [layer], device)
+            for result in results:
                 cache.put("pga", PGA_VERSION, spec(result.layer, result.k, result.ccr), result)
                 found[result.layer, result.k, result.ccr] = result
     if computed:
@@ -170,16 +181,20 @@ def model_hidden_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling,
 
 def model_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: PGASettings | None = None,
               layers: list[int] | None = None, compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
-              cache: ResultCache | None = None, states: Entry | None = None) -> PGARun:
+              cache: ResultCache | None = None, states: Entry | None = None, stored_only: bool = False,
+              slot: Callable[[], AbstractContextManager] = nullcontext) -> PGARun | None:
     """Subspace PGA of every chosen layer (all by default) at every (k, CCR) of ``settings`` (default:
     ``pga_settings(d)`` with the sampling's seed); each (layer, k, CCR) cached on its own. ``states``:
-    the hidden-states entry when the caller already holds it."""
+    the hidden-states entry when the caller already holds it; ``stored_only``, ``slot``: see
+    :func:`cached_pga` (None when ``stored_only`` and anything is missing)."""
     cache = cache or default_cache()
     settings = settings or pga_settings(loaded.anatomy.d_model, seed=sampling.seed)
     entry = states or model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
     hidden = entry.value
     layers = list(range(hidden.n_layers)) if layers is None else list(layers)
     results = cached_pga(hidden, entry.provenance["spec"], model_readout(loaded, cache), loaded.spec, settings,
-                         layers, compute.device, progress, cache)
+                         layers, compute.device, progress, cache, stored_only, slot)
+    if results is None:
+        return None
     return PGARun(tuple(results), settings, loaded.ref.label, loaded.ref.identity, loaded.spec["dtype"],
-                  entry.provenance)
+                  entry.provenance, preview=is_preview(settings))

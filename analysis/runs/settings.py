@@ -14,12 +14,13 @@ every caption or export states the settings a result was computed with (carried 
 | the report's CCR depths | 1, 5, 10 | the triage report |
 | histogram bins | 300 | the cosine histogram |
 | sensitivity delta | 0.005 | capacity at eps +- delta |
+| preview | 8,192 sampled pairs, the same R null draws | the curve drawn while the exact one computes |
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from analysis.errors import require
 from analysis.geometry.pga import PGASettings, default_k
@@ -84,6 +85,20 @@ def pga_settings(d: int, ks: tuple[int, ...] | None = None, ccrs: tuple[int, ...
                             f"subspace keeps every distance, so z is rounding noise); the default is {default_k(d)}.")
     return PGASettings(ks=tuple(ks) if ks else (default_k(d),), ccrs=tuple(ccrs), n_null=n_null, seed=seed,
                        **options)
+
+
+PREVIEW_PAIRS = 8192
+
+
+def preview_settings(settings: PGASettings) -> PGASettings:
+    """The same statistic on less work, for a curve drawn at once: a seeded sample of 8,192 pairs (the same
+    pairs for the readout and every null draw) and the same R null draws. (Fewer null draws would be
+    cheaper but move a large z by most of its own interval: measured in ``tests/test_live.py``.)"""
+    return replace(settings, max_pairs=PREVIEW_PAIRS)
+
+
+def is_preview(settings: PGASettings) -> bool:
+    return settings.max_pairs == PREVIEW_PAIRS
 
 
 def k_grid(d: int) -> tuple[int, ...]:

@@ -1,0 +1,132 @@
+"""Live sliders: a preview at once, the exact curve after; stopped work keeps what it finished; one heavy
+computation at a time; background fill that fails says so and leaves nothing half-written."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from analysis.data.corpus import Sampling, builtin_corpus
+from analysis.geometry.pga import pga_sweep
+from analysis.geometry.readout import readout_basis
+from analysis.geometry.synthetic import masked_readout, planted_readout
+from analysis.runs import analyses, pipeline
+from analysis.runs.settings import Compute, ModelChoice, pga_settings, preview_settings
+from analysis.storage.cache import ResultCache
+from tests.test_app import run_page, z_values
+
+CPU = Compute(device="cpu")
+
+
+def tolerance(preview, exact) -> float:
+    """The largest |z_preview - z_exact| over the stated tolerance: half the width of the exact z's 95 %
+    interval, and at least 1 (near z = 0 the interval is narrow while pair sampling moves z by tenths)."""
+    return max(abs(p.z - e.z) / max(1.0, (e.z_interval[1] - e.z_interval[0]) / 2)
+               for p, e in zip(preview, exact, strict=True))
+
+
+@pytest.mark.parametrize("make", [planted_readout, masked_readout])
+def test_the_preview_agrees_with_the_exact_curve_on_planted_data(make):
+    states, w_u = make(n=400, seed=3)
+    layers = np.stack([states, states * 0.5 + 0.1])
+    settings = pga_settings(w_u.shape[1], (8,), (0, 1))
+    exact = pga_sweep(layers, readout_basis(w_u), settings)
+    preview = pga_sweep(layers, readout_basis(w_u), preview_settings(settings))
+    assert all(p.n_pairs == 8192 < e.n_pairs and len(p.null) == len(e.null)
+               for p, e in zip(preview, exact, strict=True))
+    assert tolerance(preview, exact) < 0.2
+    assert [np.sign(p.z) for p in preview] == [np.sign(e.z) for e in exact]  # planted structure found by both
+
+
+def test_the_preview_agrees_with_the_exact_curve_on_a_tiny_model(neox_folder, tmp_path):
+    cache = ResultCache(tmp_path)
+    loaded = analyses.open_model(ModelChoice(str(neox_folder)), CPU)
+    sampling, settings = Sampling(256, window=64), pga_settings(32)
+    exact = analyses.model_pga(loaded, builtin_corpus(), sampling, settings, compute=CPU, cache=cache)
+    preview = analyses.model_pga(loaded, builtin_corpus(), sampling, preview_settings(settings), compute=CPU,
+                                 cache=cache)
+    assert preview.preview and not exact.preview and "Preview" in preview.z_figure().layout.title.text
+    assert not any(r.z_interval[1] - r.z_interval[0] == 0 for r in exact.at())
+    assert tolerance(preview.at(), exact.at()) <= 1
+
+
+class Stop(Exception):
+    """What Streamlit raises inside a run when a newer move reruns the page."""
+
+
+def test_stopped_work_keeps_every_finished_layer_and_nothing_else(tmp_path):
+    states, w_u = planted_readout(n=120)
+    layers = np.stack([states * (1 + i) for i in range(4)])
+    basis, cache, settings = readout_basis(w_u), ResultCache(tmp_path), pga_settings(w_u.shape[1], (8,), n_null=10)
+
+    def stop_at_layer_two(stage, done, total):
+        if done == 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2, 3], cache=cache,
+                            progress=stop_at_layer_two)
+    assert pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1], cache=cache,
+                               stored_only=True) is not None
+    assert pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [2], cache=cache, stored_only=True) is None
+    resumed = pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2, 3], cache=cache)
+    whole = pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2, 3],
+                                cache=ResultCache(tmp_path / "other"))
+    assert [r.z for r in resumed] == [r.z for r in whole]
+
+
+def test_one_heavy_computation_at_a_time_and_requests_before_fill():
+    from dashboard.compute import Gate
+
+    gate, spans, order = Gate(), [], []
+
+    def work(name: str, background: bool, delay: float):
+        time.sleep(delay)
+        with gate.hold(background):
+            start = time.perf_counter()
+            order.append(name)
+            time.sleep(0.2)
+            spans.append((start, time.perf_counter()))
+
+    threads = [threading.Thread(target=work, args=args) for args in
+               (("fill-1", True, 0), ("fill-2", True, 0.05), ("request", False, 0.1))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    spans.sort()
+    assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
+    assert order == ["fill-1", "request", "fill-2"]  # the visitor's request overtakes the waiting fill
+
+
+def test_the_page_shows_the_exact_curve_and_fills_in_the_neighbours(tiny_models):
+    model = tiny_models[("gpt2", False)]
+    app = run_page("pages/readout.py", model=model, n_tokens=128, k=4)
+    assert not app.exception and not app.error
+    assert "Preview" not in app.get("plotly_chart")[0].proto.spec  # the exact curve replaced the preview
+    ready = " ".join(c.value for c in app.caption if c.value.startswith("Nearby settings ready"))
+    assert "k = 2, CCR-1 ✓" in ready and "k = 8, CCR-1 ✓" in ready and "k = 4, CCR-10 ✓" in ready
+
+
+def test_a_failing_fill_says_so_and_leaves_nothing_half_written(tiny_models, monkeypatch):
+    from dashboard import compute
+
+    model = tiny_models[("llama", True)]
+    real = pipeline.pga_sweep
+
+    def out_of_memory_for_k2(states, basis, settings, *args):
+        if settings.ks == (2,):
+            raise MemoryError("no room for k = 2")
+        return real(states, basis, settings, *args)
+
+    monkeypatch.setattr(pipeline, "pga_sweep", out_of_memory_for_k2)
+    app = run_page("pages/readout.py", model=model, n_tokens=128, k=4)
+    assert not app.exception
+    assert any("Filling in k = 2, CCR-1 stopped" in w.value for w in app.warning)
+    assert z_values(app)  # the page itself is drawn
+    view = compute.ViewState(model=str(model), n_tokens=128)
+    loaded = analyses.open_model(view.choice, CPU)
+    states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
+    assert analyses.model_pga(loaded, builtin_corpus(), view.sampling, pga_settings(32, (2,)), compute=CPU,
+                              states=states, stored_only=True) is None  # nothing stored for the failed job
