@@ -174,22 +174,11 @@ def sample_pairs(n: int, max_pairs: int | None, seed: int) -> tuple[np.ndarray, 
 
 
 def _similarities(points: torch.Tensor, flat_pairs: torch.Tensor) -> torch.Tensor:
-    """Cosine similarity of the chosen pairs: ``points`` ``[m, N, k]`` -> ``[m, n_pairs]`` float32.
-
-    All pairs come from one Gram matrix per subspace (``N^2 k``); a sample of pairs from the rows of
-    each pair alone (``n_pairs k``), which is what makes a pair-sampled preview cheap."""
+    """Cosine similarity of the chosen pairs: ``points`` ``[m, N, k]`` -> ``[m, n_pairs]`` float32 (one Gram
+    matrix per subspace: for sampled pairs too, a batched matmul beats gathering each pair's rows)."""
     unit = torch.nn.functional.normalize(points, dim=-1)
-    n = points.shape[1]
-    if _gathers(n, len(flat_pairs)):
-        rows, cols = flat_pairs // n, flat_pairs % n
-        return (unit[:, rows] * unit[:, cols]).sum(-1)
     gram = unit @ unit.transpose(1, 2)
     return gram.reshape(len(points), -1)[:, flat_pairs]
-
-
-def _gathers(n: int, n_pairs: int) -> bool:
-    """Whether the pairs are few enough (a quarter of all, or fewer) to gather instead of a Gram matrix."""
-    return 4 * n_pairs < n * (n - 1) // 2
 
 
 def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, flat_pairs: torch.Tensor) -> np.ndarray:
@@ -198,8 +187,7 @@ def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, flat_pairs: tor
     m, _, k = bases.shape
     full = centred_ranks(_similarities(corrected[None], flat_pairs)[0])
     projected = (corrected @ bases.permute(1, 0, 2).reshape(d, m * k)).reshape(n, m, k).permute(1, 0, 2)
-    pairs = len(flat_pairs)
-    per_subspace = (pairs * k * 8 if _gathers(n, pairs) else n * n * 4) + pairs * 28
+    per_subspace = n * n * 4 + len(flat_pairs) * 28
     chunk = max(1, MEMORY_BUDGET_BYTES // per_subspace)
     rhos = [spearman_many(full, _similarities(projected[i:i + chunk], flat_pairs))
             for i in range(0, m, chunk)]

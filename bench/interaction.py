@@ -1,0 +1,171 @@
+"""What a user feels: the real app (`streamlit run app.py`) driven by chromium, from an empty results cache.
+
+Prints, in one run, with the machine's core count: the first-answer times of Triage (card, preview
+curve, verdict) and Readout alignment (preview, exact curve); for cache-missing moves of k and CCR
+depth, the seconds until the preview is drawn and until the exact curve replaces it; and the largest
+|z_preview - z_exact| over the width of z's 95 % interval, read back from the cache afterwards.
+
+Usage: python bench/interaction.py [--model smollm2-135m] [--n-tokens 512] [--moves 10]
+(needs Debian's chromium and chromium-driver; the model must have been fetched once).
+"""
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    with socket.socket() as handle:
+        handle.bind(("127.0.0.1", 0))
+        return handle.getsockname()[1]
+
+
+def start_app(cache: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {**os.environ, "RG_CACHE_DIR": str(cache), "RG_MODELS_DIR": os.environ.get(
+        "RG_MODELS_DIR", str(ROOT / "cache" / "models")), "RG_ALLOWED_ROOTS": str(cache)}
+    process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
+                                str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+                                "--server.fileWatcherType", "none"], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
+                return process, url
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("the app did not start")
+
+
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1500,1800"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+TITLE = ("const c = document.querySelectorAll('.js-plotly-plot')[0];"
+         "return c && c.layout.title ? c.layout.title.text : '';")
+
+
+def wait_for(driver, condition, timeout: float = 1800) -> float:
+    """Seconds until ``condition(driver)`` holds (polled every 50 ms)."""
+    start = time.perf_counter()
+    while not condition(driver):
+        if time.perf_counter() - start > timeout:
+            raise TimeoutError("timed out")
+        if driver.execute_script("return document.querySelectorAll('[data-testid=stException]').length;"):
+            raise RuntimeError("the page shows an exception")
+        time.sleep(0.05)
+    return time.perf_counter() - start
+
+
+def title(driver) -> str:
+    return driver.execute_script(TITLE) or ""
+
+
+def slider_step(driver, label: str, key: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    thumb = driver.find_element(By.CSS_SELECTOR, f"input[type=range][aria-label='{label}']")
+    driver.execute_script("arguments[0].focus();", thumb)
+    ActionChains(driver).send_keys(key).perform()
+
+
+def main() -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--n-tokens", type=int, default=512)
+    parser.add_argument("--moves", type=int, default=10)
+    args = parser.parse_args()
+    cache = Path(tempfile.mkdtemp(prefix="rg-interaction-"))
+    process, url = start_app(cache)
+    driver = browser()
+    query = urlencode({"model": args.model, "n_tokens": args.n_tokens})
+    print(f"{os.cpu_count()} CPU cores; model {args.model}, N = {args.n_tokens}; results cache empty ({cache})")
+    visited = []
+    try:
+        start = time.perf_counter()
+        driver.get(f"{url}/?{query}")
+        card = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=stMetric]"))
+        preview = wait_for(driver, lambda d: "Preview" in title(d)) + card
+        verdict = wait_for(driver, lambda d: "Peak z" in d.page_source and "Preview" not in title(d)) + preview
+        print(f"Triage, first answer: card {card:.1f} s, z preview {preview:.1f} s, full verdict {verdict:.1f} s "
+              f"(page opened {time.perf_counter() - start:.1f} s ago)")
+        driver.get(f"{url}/readout?{query}")
+        first = wait_for(driver, lambda d: "z by layer" in title(d))
+        exact = wait_for(driver, lambda d: "z by layer" in title(d) and "Preview" not in title(d)) + first
+        print(f"Readout alignment, first answer: {'preview' if 'Preview' in title(driver) else 'exact'} "
+              f"{first:.1f} s, exact {exact:.1f} s")
+        print(f"\n{'move':18} {'preview drawn':>14} {'exact drawn':>12}")
+        moves = [("CCR depth (components removed)", Keys.ARROW_RIGHT), ("k (readout dimensions)", Keys.ARROW_LEFT)]
+        misses = 0
+        for step in range(4 * args.moves):
+            if misses >= args.moves:
+                break
+            label, key = moves[step % 2]
+            before = title(driver)
+            start = time.perf_counter()
+            slider_step(driver, label, key)
+            wait_for(driver, lambda d, b=before: title(d) != b and "z by layer" in title(d))
+            drawn = time.perf_counter() - start
+            now = title(driver)
+            setting = now.split("z by layer at ")[-1]
+            if "Preview" not in now:
+                print(f"{setting:18} {'(cached)':>14} {drawn:11.2f}s")
+                continue
+            done = wait_for(driver, lambda d: "Preview" not in title(d) and "z by layer" in title(d)) + drawn
+            print(f"{setting:18} {drawn:13.2f}s {done:11.2f}s")
+            visited.append(setting)
+            misses += 1
+    finally:
+        driver.quit()
+        process.terminate()
+    print(f"\n{misses} cache-missing moves; {agreement(cache, args, visited)}")
+
+
+def agreement(cache: Path, args, visited: list[str]) -> str:
+    """The largest |z_preview - z_exact| / width of z's 95 % interval over the visited settings (from the cache)."""
+    os.environ["RG_CACHE_DIR"] = str(cache)
+    from analysis.data.corpus import Sampling, builtin_corpus
+    from analysis.runs import analyses
+    from analysis.runs.settings import Compute, ModelChoice, pga_settings, preview_settings
+
+    compute = Compute()
+    loaded = analyses.open_model(ModelChoice(args.model), compute)
+    sampling, worst = Sampling(args.n_tokens), 0.0
+    for setting in visited:
+        k, ccr = int(setting.split("k = ")[1].split(",")[0]), int(setting.split("CCR-")[1])
+        exact_settings = pga_settings(loaded.anatomy.d_model, (k,), (ccr,))
+        runs = [analyses.model_pga(loaded, builtin_corpus(), sampling, s, compute=compute, stored_only=True)
+                for s in (exact_settings, preview_settings(exact_settings))]
+        if None in runs:
+            continue
+        exact, preview = runs
+        worst = max(worst, *(abs(p.z - e.z) / (e.z_interval[1] - e.z_interval[0])
+                             for p, e in zip(preview.results, exact.results, strict=True)))
+    return f"largest |z_preview - z_exact| / width of z's 95 % interval: {worst:.2f}"
+
+
+if __name__ == "__main__":
+    main()
