@@ -11,6 +11,7 @@ Usage: python bench/interaction.py [--model smollm2-135m] [--n-tokens 512] [--mo
 
 import argparse
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -115,8 +116,7 @@ def main() -> None:
         driver.get(f"{url}/readout?{query}")
         first = wait_for(driver, lambda d: "z by layer" in title(d))
         exact = wait_for(driver, lambda d: "z by layer" in title(d) and "Preview" not in title(d)) + first
-        print(f"Readout alignment, first answer: {'preview' if 'Preview' in title(driver) else 'exact'} "
-              f"{first:.1f} s, exact {exact:.1f} s")
+        print(f"Readout alignment, first answer: {first:.1f} s, exact {exact:.1f} s")
         print(f"\n{'move':18} {'preview drawn':>14} {'exact drawn':>12}")
         moves = [("CCR depth (components removed)", Keys.ARROW_RIGHT), ("k (readout dimensions)", Keys.ARROW_LEFT)]
         misses = 0
@@ -130,7 +130,7 @@ def main() -> None:
             wait_for(driver, lambda d, b=before: title(d) != b and "z by layer" in title(d))
             drawn = time.perf_counter() - start
             now = title(driver)
-            setting = now.split("z by layer at ")[-1]
+            setting = re.sub(r"<[^>]+>", "", now).split("z by layer at ")[-1]
             if "Preview" not in now:
                 print(f"{setting:18} {'(cached)':>14} {drawn:11.2f}s")
                 continue
