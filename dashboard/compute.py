@@ -252,9 +252,9 @@ def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) ->
 
 
 def triage(view: ViewState, loaded: LoadedModel) -> TriageRun:
-    states(view, loaded)
+    held = states(view, loaded)
     with Bar("Triage") as bar:
-        return analyses.model_triage(loaded, corpus(view), view.sampling, view.compute, bar)
+        return analyses.model_triage(loaded, corpus(view), view.sampling, view.compute, bar, states=held)
 
 
 def report_download(view: ViewState, loaded: LoadedModel) -> Callable[[], str]:
