@@ -37,7 +37,7 @@ from analysis.results.collections import (
 )
 from analysis.runs import analyses
 from analysis.runs.series import free_memory, stored_series
-from analysis.runs.settings import ModelChoice, pga_settings, preview_settings
+from analysis.runs.settings import ModelChoice, needs_preview, pga_settings, preview_settings
 from analysis.storage.cache import Entry, on_recomputed
 from analysis.storage.paths import cache_dir, restrict_to, roots_in_force
 from analysis.storage.store import ResultStore
@@ -200,8 +200,11 @@ def stored_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
 
 def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
                 ccrs: tuple[int, ...] | None = None) -> PGARun:
-    """The preview: the same statistic on 8,192 sampled pairs and 30 null draws (about a second)."""
-    settings = preview_settings(_settings(loaded, view, k, ccrs))
+    """The preview (``preview_settings``: pairs inside blocks of 64 tokens, a second or two on a laptop CPU);
+    on a GPU the exact run itself."""
+    if not needs_preview(view.device):
+        return pga(view, loaded, k, ccrs)
+    settings = preview_settings(_settings(loaded, view, k, ccrs), view.device)
     with st.spinner("Preview ..."):
         return analyses.model_pga(loaded, corpus(view), view.sampling, settings, compute=view.compute,
                                   states=states(view, loaded))

@@ -6,8 +6,8 @@ from scipy.spatial.distance import pdist
 
 from analysis.errors import InputError
 from analysis.geometry.ccr import fit_pca, remove_components
-from analysis.geometry.pga import PGASettings, null_bases, pga_sweep
-from analysis.geometry.ranks import centred_ranks, spearman_many
+from analysis.geometry.pga import PGASettings, null_bases, pga_sweep, sample_pairs
+from analysis.geometry.ranks import centred_ranks, sort_rows, spearman_many
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.runs.pipeline import cached_pga
@@ -77,6 +77,43 @@ def test_matches_a_plain_reference_implementation():
     assert result.z == pytest.approx((rhos[0] - null.mean()) / null.std(ddof=1), rel=1e-2)
 
 
+def test_pairs_inside_blocks_match_a_plain_reference_on_those_pairs():
+    """The preview's design: every pair inside seeded blocks of b tokens, each token in b - 1 pairs."""
+    n, b = 230, 40  # 5 blocks; 30 tokens left out
+    states, w_u = masked_readout(n=n, seed=3)
+    design = sample_pairs(n, None, 0, b)
+    block, position = np.divmod(design.flat, b * b)
+    first, second = (design.order[block * b + i] for i in np.divmod(position, b))
+    assert design.n_pairs == 5 * b * (b - 1) // 2 and (first != second).all()
+    assert set(np.bincount(np.concatenate([first, second]), minlength=n)) == {0, b - 1}
+    assert len(set(zip(np.minimum(first, second), np.maximum(first, second)))) == design.n_pairs
+    settings = PGASettings(ks=(8,), ccrs=(1,), n_null=5, n_bootstrap=10, pair_blocks=b)
+    result = pga_sweep(states, readout_basis(w_u), settings)[0]
+    x = states.astype(np.float64) - states.mean(0)
+    u = np.linalg.svd(x, full_matrices=False)[2][0]
+    x = x - np.outer(x @ u, u)
+
+    def cosines(points):
+        unit = points / np.linalg.norm(points, axis=1, keepdims=True)
+        return (unit[first] * unit[second]).sum(1)
+
+    top = np.linalg.svd(w_u, full_matrices=False)[2][:8].T
+    rhos = [scipy.stats.spearmanr(cosines(x), cosines(x @ q)).statistic
+            for q in [top, *null_bases(64, 8, 5, settings.seed)]]
+    assert result.n_pairs == design.n_pairs
+    assert result.rho_readout == pytest.approx(rhos[0], abs=2e-4)
+    np.testing.assert_allclose(result.null, rhos[1:], atol=2e-4)
+
+
+def test_a_bfloat16_projection_moves_rho_little_and_finds_the_same_structure():
+    states, w_u = masked_readout(n=300, seed=4)
+    exact = pga_sweep(states, readout_basis(w_u), PGASettings(ks=(8,), ccrs=(0, 1), **FAST))
+    rounded = pga_sweep(states, readout_basis(w_u), PGASettings(ks=(8,), ccrs=(0, 1), projection="bfloat16", **FAST))
+    for e, r in zip(exact, rounded, strict=True):
+        assert abs(e.rho_readout - r.rho_readout) < 5e-3 and np.abs(e.null - r.null).max() < 5e-3
+        assert np.sign(e.z) == np.sign(r.z) and abs(e.z) > 3
+
+
 def test_vectorised_spearman_equals_scipy_with_and_without_ties():
     rng = np.random.default_rng(0)
     reference = rng.standard_normal(2000)
@@ -85,8 +122,24 @@ def test_vectorised_spearman_equals_scipy_with_and_without_ties():
     rows[2] = np.round(rows[2], 1)  # heavy ties
     rows[3] = rows[3] > 0  # two values only
     for ref in (reference, np.round(reference, 1)):
-        ours = spearman_many(centred_ranks(torch.tensor(ref)), torch.tensor(rows)).numpy()
-        np.testing.assert_allclose(ours, [scipy.stats.spearmanr(ref, r).statistic for r in rows], atol=1e-12)
+        for dtype in (torch.float64, torch.float32):  # float32 rows take the key sort, float64 torch.sort
+            typed = torch.tensor(rows, dtype=dtype)
+            ours = spearman_many(centred_ranks(torch.tensor(ref)), typed).numpy()
+            expected = [scipy.stats.spearmanr(ref, r).statistic for r in typed.double().numpy()]
+            np.testing.assert_allclose(ours, expected, atol=1e-12)
+
+
+def test_key_sort_orders_like_a_stable_sort_with_signed_zeros_and_ties():
+    rng = np.random.default_rng(1)
+    rows = torch.tensor(rng.standard_normal((19, 3001)), dtype=torch.float32)  # 19: a ragged last task
+    rows[:, :40] = 0.25
+    rows[0, :3], rows[1, 7] = -0.0, 0.0
+    rows[2] = -rows[2].abs()
+    tied, order = sort_rows(rows)
+    expected_values, expected_order = torch.sort(rows, dim=-1, stable=True)
+    assert torch.equal(order, expected_order)
+    assert torch.equal(torch.gather(rows, 1, order), expected_values)
+    assert torch.equal(tied[:, 1:] == tied[:, :-1], expected_values[:, 1:] == expected_values[:, :-1])
 
 
 def test_ccr_leaves_nothing_along_removed_directions():

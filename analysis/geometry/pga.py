@@ -2,9 +2,11 @@
 
 For one layer's hidden states ``H`` ``[N, d]`` and the readout basis ``V_k`` ``[d, k]``:
   1. CCR-c: centre H, remove its top c principal components (``analysis.geometry.ccr``).
-  2. Cosine similarity of every pair i < j (or a seeded uniform sample of pairs, the same pairs
-     for the readout and every null draw), on the corrected H and on ``H V_k``. Spearman's rho of
+  2. Cosine similarity of every pair i < j, on the corrected H and on ``H V_k``. Spearman's rho of
      the two is ``rho_readout``; cosine distance = 1 - similarity, so the ranks correlate the same.
+     Less work, the same pairs for the readout and every null draw: a seeded uniform sample of
+     ``max_pairs`` pairs, or (``pair_blocks = b``) every pair inside seeded random blocks of b tokens,
+     so each token still takes part and the Gram matrices shrink from N x N to (N / b) x b x b.
   3. Null: R subspaces uniform on the Grassmannian (QR of ``[d, k]`` standard Gaussians, seeded by
      (seed, k); the same draws serve every layer and CCR depth).
   4. ``z = (rho_readout - mean(null)) / std(null, ddof=1)``,
@@ -17,20 +19,28 @@ inside V_k, the share of the total variance inside V_k, and the spectral metrics
 states (``analysis.geometry.spectral``).
 
 Option ``ccr_fit="half"``: the mean and components are fitted on a seeded random half of the
-tokens, and everything is scored on the other half (N halves).
+tokens, and everything is scored on the other half (N halves). Option ``projection="bfloat16"``:
+``H V`` for every subspace is multiplied in bfloat16 (4x faster where the CPU has bfloat16 arithmetic),
+for previews.
+
+Each layer's principal components are kept in memory (a few MB, keyed by the states' bytes), so a
+new k or CCR depth on states seen before skips the PCA.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import torch
 
 from analysis.errors import InputError, require
-from analysis.geometry.ccr import fit_pca, remove_components
+from analysis.geometry.ccr import PCA, fit_pca, remove_components
 from analysis.geometry.ranks import centred_ranks, spearman_many
 from analysis.geometry.readout import ReadoutBasis
 from analysis.geometry.spectral import spectral_metrics
@@ -51,6 +61,8 @@ class PGASettings:
     n_null: int = 100
     seed: int = 0
     max_pairs: int | None = None
+    pair_blocks: int | None = None
+    projection: str = "float32"
     ccr_fit: str = "same"
     n_pcs: int = 10
     alpha_fit: tuple[int, int] = (1, 100)
@@ -63,6 +75,11 @@ class PGASettings:
         require(all(c >= 0 for c in self.ccrs), f"CCR depths must be >= 0; got {list(self.ccrs)}.")
         require(self.max_pairs is None or self.max_pairs >= 3,
                 f"max_pairs must be at least 3 (or None for all pairs); got {self.max_pairs}.")
+        require(self.pair_blocks is None or self.pair_blocks >= 3,
+                f"pair_blocks must be at least 3 tokens (or None for all pairs); got {self.pair_blocks}.")
+        require(self.max_pairs is None or self.pair_blocks is None, "Give max_pairs or pair_blocks, not both.")
+        require(self.projection in ("float32", "bfloat16"),
+                f"projection must be 'float32' or 'bfloat16'; got {self.projection!r}.")
 
     @property
     def spec(self) -> dict:
@@ -160,38 +177,95 @@ def null_bases(d: int, k: int, n_null: int, seed: int) -> np.ndarray:
     """``[R, d, k]`` orthonormal bases uniform on the Grassmannian, seeded by ``(seed, k)``; the first R
     of a larger R are the same draws. Memoised (a sweep asks for them once per layer): do not modify."""
     gaussian = np.random.default_rng([seed, k]).standard_normal((n_null, d, k))
-    q, _ = np.linalg.qr(gaussian)
-    return q
+    q, _ = torch.linalg.qr(torch.from_numpy(gaussian))  # LAPACK's Householder QR, as numpy's, on every core
+    return q.numpy()
 
 
-def sample_pairs(n: int, max_pairs: int | None, seed: int) -> tuple[np.ndarray, int]:
-    """Flat indices ``i * n + j`` (i < j) of all pairs, or a seeded uniform sample of ``max_pairs``."""
+@dataclass(frozen=True)
+class PairDesign:
+    """Which pairs are scored: the tokens taken in ``order`` ``[B * b]`` fall into B consecutive blocks of
+    ``block`` = b tokens (one block of all N for all pairs), and the chosen pairs are flat indices into the
+    blocks' ``[B, b, b]`` Gram matrices."""
+
+    order: np.ndarray
+    block: int
+    flat: np.ndarray
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.flat)
+
+
+def sample_pairs(n: int, max_pairs: int | None, seed: int, pair_blocks: int | None = None) -> PairDesign:
+    """All pairs i < j; or a seeded uniform sample of ``max_pairs``; or every pair inside ``n // b`` seeded
+    random blocks of ``b = pair_blocks`` tokens (all pairs when fewer than two blocks fit)."""
+    if pair_blocks is not None and n >= 2 * pair_blocks:
+        blocks = np.sort(np.random.default_rng([seed, n, pair_blocks]).permutation(n)[:n - n % pair_blocks]
+                         .reshape(-1, pair_blocks), axis=1)
+        rows, cols = np.triu_indices(pair_blocks, 1)
+        flat = np.arange(len(blocks))[:, None] * pair_blocks**2 + rows * pair_blocks + cols
+        return PairDesign(blocks.ravel(), pair_blocks, flat.ravel())
     rows, cols = np.triu_indices(n, 1)
     flat = rows * n + cols
     if max_pairs is not None and max_pairs < len(flat):
         flat = np.sort(np.random.default_rng([seed, n]).choice(flat, max_pairs, replace=False))
-    return flat, len(flat)
+    return PairDesign(np.arange(n), n, flat)
 
 
-def _similarities(points: torch.Tensor, flat_pairs: torch.Tensor) -> torch.Tensor:
-    """Cosine similarity of the chosen pairs: ``points`` ``[m, N, k]`` -> ``[m, n_pairs]`` float32 (one Gram
-    matrix per subspace: for sampled pairs too, a batched matmul beats gathering each pair's rows)."""
-    unit = torch.nn.functional.normalize(points, dim=-1)
-    gram = unit @ unit.transpose(1, 2)
-    return gram.reshape(len(points), -1)[:, flat_pairs]
+def _similarities(points: torch.Tensor, block: int, flat: torch.Tensor) -> torch.Tensor:
+    """Cosine similarity of the chosen pairs: ``points`` ``[m, B * block, k]`` (tokens in the design's order)
+    -> ``[m, n_pairs]`` float32, one Gram matrix per subspace and block (for sampled pairs too: a batched
+    matmul beats gathering each pair's rows)."""
+    unit = torch.nn.functional.normalize(points, dim=-1).reshape(len(points), -1, block, points.shape[-1])
+    gram = unit @ unit.transpose(-1, -2)
+    return gram.reshape(len(points), -1).index_select(1, flat)
 
 
-def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, flat_pairs: torch.Tensor) -> np.ndarray:
-    """Spearman rho of full-space vs projected similarities for each basis in ``bases`` ``[m, d, k]``."""
+def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, design: PairDesign) -> np.ndarray:
+    """Spearman rho of full-space vs projected similarities for each basis in ``bases`` ``[m, d, k]``
+    (bfloat16 bases: the projection is multiplied in bfloat16, the rest in float32)."""
+    if design.block != len(corrected):  # blocks: the tokens in block order, each block consecutive
+        corrected = corrected[torch.as_tensor(design.order, device=corrected.device)]
     n, d = corrected.shape
     m, _, k = bases.shape
-    full = centred_ranks(_similarities(corrected[None], flat_pairs)[0])
-    projected = (corrected @ bases.permute(1, 0, 2).reshape(d, m * k)).reshape(n, m, k).permute(1, 0, 2)
-    per_subspace = n * n * 4 + len(flat_pairs) * 28
+    flat = torch.as_tensor(design.flat, device=corrected.device)
+    full = centred_ranks(_similarities(corrected[None], design.block, flat)[0])
+    projected = (corrected.to(bases.dtype) @ bases.permute(1, 0, 2).reshape(d, m * k)).float()
+    projected = projected.reshape(n, m, k).permute(1, 0, 2).contiguous()  # [m, n, k]: 3x faster Grams after
+    per_subspace = n * design.block * 4 + design.n_pairs * 28
     chunk = max(1, MEMORY_BUDGET_BYTES // per_subspace)
-    rhos = [spearman_many(full, _similarities(projected[i:i + chunk], flat_pairs))
+    rhos = [spearman_many(full, _similarities(projected[i:i + chunk], design.block, flat))
             for i in range(0, m, chunk)]
     return torch.cat(rhos).cpu().numpy()
+
+
+PCA_MEMORY_BYTES = 64 * 2**20
+PCA_KEPT = 32  # components kept per layer: CCR depths and PC angles up to this need no new PCA
+_pcas: OrderedDict[tuple, PCA] = OrderedDict()
+_pcas_lock = threading.Lock()
+
+
+def _pca_bytes(pca: PCA) -> int:
+    return sum(t.element_size() * t.nelement() for t in (pca.mean, pca.components, pca.variances))
+
+
+def layer_pca(states: torch.Tensor, needed: int) -> PCA:
+    """``fit_pca(states)`` with at least ``needed`` components, remembered (the top ``max(needed, 32)``
+    components, every variance) by the states' bytes and device, least recently used first out."""
+    key = (hashlib.blake2b(states.contiguous().cpu().numpy(), digest_size=16).digest(), tuple(states.shape),
+           str(states.dtype), str(states.device))
+    with _pcas_lock:
+        pca = _pcas.get(key)
+        if pca is not None and pca.components.shape[1] >= min(needed, pca.variances.numel()):
+            _pcas.move_to_end(key)
+            return pca
+    full = fit_pca(states)
+    kept = PCA(full.mean, full.components[:, :max(needed, PCA_KEPT)].contiguous(), full.variances)
+    with _pcas_lock:
+        _pcas[key] = kept
+        while sum(_pca_bytes(p) for p in _pcas.values()) > PCA_MEMORY_BYTES and len(_pcas) > 1:
+            _pcas.popitem(last=False)
+    return kept
 
 
 def _zscore(rho: float, null: np.ndarray) -> np.ndarray:
@@ -248,20 +322,22 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     for k in settings.ks:
         basis.top(k)
     torch_device = pick_device(device)
-    flat, n_pairs = sample_pairs(n, settings.max_pairs, settings.seed)
-    flat_pairs = torch.as_tensor(flat, device=torch_device)
+    design = sample_pairs(n, settings.max_pairs, settings.seed, settings.pair_blocks)
+    projection = torch.bfloat16 if settings.projection == "bfloat16" else torch.float32
     candidates = {k: torch.as_tensor(np.concatenate([basis.top(k)[None], null_bases(d, k, settings.n_null,
-                                                     settings.seed)]), dtype=torch.float32, device=torch_device)
+                                                     settings.seed)]), dtype=projection, device=torch_device)
                   for k in settings.ks}
+    readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
     for layer in layers:
         layer = layer % n_layers
         x = torch.as_tensor(states[layer], device=torch_device)
         try:
-            pca = fit_pca(x[fit_rows])
+            pca = layer_pca(x[fit_rows], max(settings.n_pcs, *settings.ccrs))
         except torch.OutOfMemoryError:
             raise InputError(f"Out of memory at layer {layer}: lower N or use the CPU.") from None
         centred_cov_trace = float(pca.variances.sum())
+        centred_fit = x[fit_rows].to(torch.float64) - pca.mean
         for c in settings.ccrs:
             corrected = remove_components(x[score_rows], pca, c)
             # fitted on the scored rows, the corrected states' spectrum is the PCA's without its top c values
@@ -270,14 +346,14 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
             corrected32 = corrected.to(torch.float32)
             for k in settings.ks:
                 report(progress, "PGA by layer", done, total)
-                rhos = _subspace_rhos(corrected32, candidates[k], flat_pairs)
+                rhos = _subspace_rhos(corrected32, candidates[k], design)
                 rho, null = float(rhos[0]), rhos[1:]
-                readout_k = candidates[k][0].to(torch.float64)
-                angles, shares = _angles(pca.components, readout_k, settings.n_pcs)
-                in_readout = float(((pca.components.T @ readout_k).square().sum(1) * pca.variances).sum())
+                angles, shares = _angles(pca.components, readouts[k], settings.n_pcs)
+                # sum_i lambda_i ||V_k^T u_i||^2 = trace(V_k^T C V_k) = ||H_c V_k||_F^2 / (n_fit - 1)
+                in_readout = float((centred_fit @ readouts[k]).square().sum()) / max(len(fit_rows) - 1, 1)
                 rng = np.random.default_rng([settings.seed, layer, k, c])
                 results.append(LayerPGA(
-                    layer=layer, k=k, ccr=c, n_tokens=n, n_pairs=n_pairs, rho_readout=rho, null=null,
+                    layer=layer, k=k, ccr=c, n_tokens=n, n_pairs=design.n_pairs, rho_readout=rho, null=null,
                     z=float(_zscore(rho, null)),
                     z_interval=_z_interval(rho, null, settings.n_bootstrap, rng),
                     p_value=float((1 + (null >= rho).sum()) / (1 + len(null))),

@@ -41,7 +41,7 @@ class PGARun:
     identity: str | None = None
     dtype: str | None = None
     provenance: dict | None = field(default=None, compare=False)
-    preview: bool = False  # computed on a sample of pairs and fewer null draws; the exact run replaces it
+    preview: bool = False  # computed on the pairs inside blocks of tokens; the exact run replaces it
 
     @property
     def n_tokens(self) -> int:
@@ -50,6 +50,13 @@ class PGARun:
     @property
     def n_pairs(self) -> int:
         return self.results[0].n_pairs
+
+    @property
+    def preview_work(self) -> str:
+        """What a preview was computed on, in words."""
+        blocks = f" inside blocks of {self.settings.pair_blocks} tokens" if self.settings.pair_blocks else ""
+        projection = ", bfloat16 projection" if self.settings.projection == "bfloat16" else ""
+        return f"{self.n_pairs:,} pairs{blocks}{projection}"
 
     def at(self, k: int | None = None, ccr: int | None = None) -> list[LayerPGA]:
         """The per-layer results at one (k, CCR depth); the first of each by default."""
@@ -67,7 +74,7 @@ class PGARun:
         depths = f"CCR-{ccrs[0]}" if len(ccrs) == 1 else "CCR " + ", ".join(map(str, ccrs))
         model = f", model {self.model}" if self.model else ""
         dtype = f", {self.dtype}" if self.dtype else ""
-        pairs = f"Preview on {self.n_pairs:,} sampled pairs" if self.preview else f"{self.n_pairs:,} pairs"
+        pairs = f"Preview on {self.preview_work}" if self.preview else f"{self.n_pairs:,} pairs"
         return (f"N = {self.n_tokens} tokens, {pairs}, k = {k}, {depths}, "
                 f"R = {self.settings.n_null} random subspaces, seed {self.settings.seed}{model}{dtype}")
 
@@ -80,7 +87,7 @@ class PGARun:
         ccrs = list(self.settings.ccrs) if ccrs is None else ccrs
         title = title or f"z by layer at k = {k}, " + ", ".join(f"CCR-{c}" for c in ccrs)
         if self.preview:
-            title = f"Preview ({self.n_pairs:,} sampled pairs; the exact curve follows): " + title
+            title = f"Preview ({self.preview_work}; the exact curve follows): " + title
         return figures.z_by_layer({f"CCR-{c}": self.at(k, c) for c in ccrs}, title)
 
     def null_figure(self, layer: int, k: int | None = None, ccr: int | None = None) -> go.Figure:

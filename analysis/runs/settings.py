@@ -14,7 +14,7 @@ every caption or export states the settings a result was computed with (carried 
 | the report's CCR depths | 1, 5, 10 | the triage report |
 | histogram bins | 300 | the cosine histogram |
 | sensitivity delta | 0.005 | capacity at eps +- delta |
-| preview | 8,192 sampled pairs, the same R null draws | the curve drawn while the exact one computes |
+| preview | every pair inside seeded blocks of 64 tokens (16,128 pairs at N = 512), the same R null draws, the projection in bfloat16 where the CPU has it | the curve drawn while the exact one computes (none on a GPU) |
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields, replace
 from analysis.errors import require
 from analysis.geometry.pga import PGASettings, default_k
 from analysis.models.builtin import BUILTIN_NAME
+from analysis.models.devices import cpu_has_native_bf16, pick_device
 
 _PGA_DEFAULTS = {f.name: f.default for f in fields(PGASettings)}
 DEFAULT_CCR = _PGA_DEFAULTS["ccrs"][0]
@@ -87,18 +88,26 @@ def pga_settings(d: int, ks: tuple[int, ...] | None = None, ccrs: tuple[int, ...
                        **options)
 
 
-PREVIEW_PAIRS = 8192
+PREVIEW_BLOCK = 64
 
 
-def preview_settings(settings: PGASettings) -> PGASettings:
-    """The same statistic on less work, for a curve drawn at once: a seeded sample of 8,192 pairs (the same
-    pairs for the readout and every null draw) and the same R null draws. (Fewer null draws would be
-    cheaper but move a large z by most of its own interval: measured in ``tests/test_live.py``.)"""
-    return replace(settings, max_pairs=PREVIEW_PAIRS)
+def preview_settings(settings: PGASettings, device: str = "auto") -> PGASettings:
+    """The same statistic on less work, for a curve drawn at once: every pair inside seeded random blocks
+    of 64 tokens (each token in 63 pairs; 16,128 pairs at N = 512, the same for the readout and every
+    null draw), the same R null draws, and on a CPU with bfloat16 arithmetic the projection multiplied
+    in bfloat16. Measured against the exact curve in BENCHMARKS.md; rejected there: fewer tokens (z
+    depends on them), fewer null draws (a large z moves by most of its interval)."""
+    fast_bf16 = pick_device(device).type == "cpu" and cpu_has_native_bf16()
+    return replace(settings, pair_blocks=PREVIEW_BLOCK, projection="bfloat16" if fast_bf16 else "float32")
+
+
+def needs_preview(device: str = "auto") -> bool:
+    """A preview pays on the CPU; on a GPU the exact curve is as quick to come (BENCHMARKS.md)."""
+    return pick_device(device).type == "cpu"
 
 
 def is_preview(settings: PGASettings) -> bool:
-    return settings.max_pairs == PREVIEW_PAIRS
+    return settings.pair_blocks == PREVIEW_BLOCK
 
 
 def k_grid(d: int) -> tuple[int, ...]:
