@@ -157,8 +157,9 @@ def default_k(d: int) -> int:
     return min(100, max(1, d // 4))
 
 
-def validate_states(states: np.ndarray, d: int | None = None) -> np.ndarray:
-    """``[L, N, d]`` view of ``states`` (``[N, d]`` is one layer); InputError naming what is wrong."""
+def validate_states(states: np.ndarray, d: int | None = None, layers: list[int] | None = None) -> np.ndarray:
+    """``[L, N, d]`` view of ``states`` (``[N, d]`` is one layer); InputError naming what is wrong. ``layers``:
+    only these are used (each must be in range; only their values are checked for NaN and Inf)."""
     states = np.asarray(states)
     require(states.ndim in (2, 3), f"Hidden states must be [N, d] (one layer) or [L, N, d]; got a "
                                    f"{states.ndim}-D array of shape {states.shape}.")
@@ -167,18 +168,31 @@ def validate_states(states: np.ndarray, d: int | None = None) -> np.ndarray:
     if d is not None:
         require(states.shape[2] == d, f"Hidden states have width {states.shape[2]} but W_U has d = {d}; "
                                       "they must come from the same model.")
-    bad = [i for i in range(len(states)) if not np.isfinite(states[i]).all()]
+    for layer in layers or ():
+        require(-len(states) <= layer < len(states),
+                f"Layer {layer} is out of range: the states have layers 0..{len(states) - 1}.")
+    checked = range(len(states)) if layers is None else sorted({i % len(states) for i in layers})
+    bad = [i for i in checked if not np.isfinite(states[i]).all()]
     require(not bad, f"Hidden states hold NaN or Inf at layer(s) {bad}.")
     return states
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=2)
 def null_bases(d: int, k: int, n_null: int, seed: int) -> np.ndarray:
     """``[R, d, k]`` orthonormal bases uniform on the Grassmannian, seeded by ``(seed, k)``; the first R
     of a larger R are the same draws. Memoised (a sweep asks for them once per layer): do not modify."""
     gaussian = np.random.default_rng([seed, k]).standard_normal((n_null, d, k))
     q, _ = torch.linalg.qr(torch.from_numpy(gaussian))  # LAPACK's Householder QR, as numpy's, on every core
     return q.numpy()
+
+
+@functools.lru_cache(maxsize=4)
+def _candidates(readout: bytes, d: int, k: int, n_null: int, seed: int, dtype: torch.dtype,
+                device: torch.device) -> torch.Tensor:
+    """``[1 + R, d, k]``: V_k (``readout``: its float64 bytes) then the R null bases, as ``dtype`` on ``device``;
+    memoised, since the dashboard asks for one layer at a time."""
+    top = np.frombuffer(readout, dtype=np.float64).reshape(1, d, k)
+    return torch.as_tensor(np.concatenate([top, null_bases(d, k, n_null, seed)]), dtype=dtype, device=device)
 
 
 @dataclass(frozen=True)
@@ -307,12 +321,10 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     CCR depths), each (layer, CCR) full-space ranks (for all k), each k's null bases (for all layers).
     Returns one :class:`LayerPGA` per (layer, k, ccr), layer-major.
     """
-    states = validate_states(states, basis.d)
+    layers = None if layers is None else [int(i) for i in layers]
+    states = validate_states(states, basis.d, layers)
     n_layers, n_total, d = states.shape
-    layers = list(range(n_layers)) if layers is None else [int(i) for i in layers]
-    for layer in layers:
-        require(-n_layers <= layer < n_layers,
-                f"Layer {layer} is out of range: the states have layers 0..{n_layers - 1}.")
+    layers = list(range(n_layers)) if layers is None else layers
     fit_rows, score_rows = _split(n_total, settings.ccr_fit, settings.seed)
     n = len(score_rows)
     require(n >= 3, f"N = {n} scored token positions; PGA needs N >= 3.")
@@ -324,9 +336,8 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     torch_device = pick_device(device)
     design = sample_pairs(n, settings.max_pairs, settings.seed, settings.pair_blocks)
     projection = torch.bfloat16 if settings.projection == "bfloat16" else torch.float32
-    candidates = {k: torch.as_tensor(np.concatenate([basis.top(k)[None], null_bases(d, k, settings.n_null,
-                                                     settings.seed)]), dtype=projection, device=torch_device)
-                  for k in settings.ks}
+    candidates = {k: _candidates(np.ascontiguousarray(basis.top(k)).tobytes(), d, k, settings.n_null, settings.seed,
+                                 projection, torch_device) for k in settings.ks}
     readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
     for layer in layers:
