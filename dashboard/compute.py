@@ -315,6 +315,20 @@ def series(view: ViewState, model: str, revisions: list[str], k: int | None = No
                                           compute=view.compute, progress=bar)
 
 
+def stored_or_preview_series(view: ViewState, model: str, revisions: list[str], k: int | None = None,
+                             ccr: int = 1) -> CheckpointSeries | None:
+    """The stored series; else, on a CPU, its preview from the checkpoints' cached hidden states (no model
+    loaded); else None (a checkpoint has never been measured: only the exact series will do)."""
+    ks, text = (k,) if k else None, corpus(view)
+    stored = analyses.checkpoint_series(model, revisions, text, view.sampling, ks, (ccr,), compute=view.compute,
+                                        stored_only=True)
+    if stored is not None or not needs_preview(view.device):
+        return stored
+    with st.spinner("Preview ..."):
+        return analyses.checkpoint_series(model, revisions, text, view.sampling, ks, (ccr,), compute=view.compute,
+                                          preview=True)
+
+
 def convergence(view: ViewState, a: ModelChoice, b: ModelChoice, units: int) -> ConvergenceRun:
     """Two references (each with its revision) on the same passages of the built-in text."""
     with Bar("Convergence") as bar:
@@ -329,8 +343,21 @@ def probes(view: ViewState, loaded: LoadedModel, data: Labelled) -> ProbeRun:
         return analyses.model_probes(loaded, data, view.seed, run, bar)
 
 
+def stored_token_map(view: ViewState, loaded: LoadedModel, layer: int, ccr: int) -> TokenMapRun | None:
+    """The UMAP when it is in the cache, else None (nothing is computed)."""
+    return analyses.model_token_map(loaded, corpus(view), view.sampling, layer, ccr, compute=view.compute,
+                                    stored_only=True)
+
+
+def preview_token_map(view: ViewState, loaded: LoadedModel, layer: int, ccr: int) -> TokenMapRun:
+    """The top-two-PC plane after CCR (milliseconds), drawn while the UMAP runs."""
+    return analyses.model_token_map(loaded, corpus(view), view.sampling, layer, ccr, compute=view.compute,
+                                    preview=True)
+
+
 def token_map(view: ViewState, loaded: LoadedModel, layer: int, ccr: int) -> TokenMapRun:
-    with st.spinner("Computing the token map (UMAP) ..."):
+    """The UMAP (cached on disk), computed through the gate: one heavy computation at a time."""
+    with st.spinner("Computing the token map (UMAP) ..."), gate().hold():
         return analyses.model_token_map(loaded, corpus(view), view.sampling, layer, ccr, compute=view.compute)
 
 

@@ -1,4 +1,5 @@
-"""Token map: one layer's hidden states after CCR in 2-D (UMAP), coloured per token."""
+"""Token map: one layer's hidden states after CCR in 2-D (UMAP; its preview, the top two PCs, first), coloured
+per token."""
 
 import streamlit as st
 
@@ -18,7 +19,11 @@ layer = controls[0].slider("Layer", 0, n_entries - 1, min(max(url_int("layer", n
 ccr = controls[1].select_slider("CCR depth", list(range(11)), value=min(max(url_int("ccr", 1), 0), 10))
 colour_by = controls[2].radio("Colour", COLOURINGS)
 remember(layer=layer, ccr=ccr)
-with compute.friendly_errors():
-    mapped = compute.token_map(view, loaded, layer, ccr)
+with compute.friendly_errors():  # the stored UMAP, else the PC plane now and the UMAP after it
+    mapped = compute.stored_token_map(view, loaded, layer, ccr) or compute.preview_token_map(view, loaded, layer, ccr)
 chart(mapped.figure(colour_by), mapped.table(), "token-map", mapped.describe())
 view_state_button(view, layer=layer, ccr=ccr)
+if mapped.preview:
+    with compute.friendly_errors():
+        compute.token_map(view, loaded, layer, ccr)
+    st.rerun()

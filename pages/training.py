@@ -1,6 +1,6 @@
 """Across training: z and the PC1 angle as layer x checkpoint heatmaps, the loss beneath, and one
 checkpoint's z curve against the final one. The checkpoints come from a finished sweep's result store,
-or are computed here (each cached on disk)."""
+or are computed here (each cached on disk; a new k or CCR depth is previewed first)."""
 
 import streamlit as st
 
@@ -55,8 +55,11 @@ def computed_here(view: ViewState) -> tuple[CheckpointSeries | None, int, int]:
     remember(k=k, ccr=ccr)
     if not chosen:
         return None, k, ccr
-    with compute.friendly_errors():
-        return compute.series(view, view.model, sorted(chosen, key=labels.index), k, ccr), k, ccr
+    ordered = sorted(chosen, key=labels.index)
+    with compute.friendly_errors():  # stored, else a preview from the cached hidden states, else computed now
+        found = (compute.stored_or_preview_series(view, view.model, ordered, k, ccr)
+                 or compute.series(view, view.model, ordered, k, ccr))
+    return found, k, ccr
 
 
 view = sidebar()
@@ -79,3 +82,7 @@ picked = next(r for r in results if r.revision == index)
 pair = DepthCurves({picked.revision: picked.at(k, ccr), f"{results[-1].revision} (final)": results[-1].at(k, ccr)})
 chart(pair.figure(), pair.table(), "checkpoint-vs-final", series.describe(k, ccr))
 view_state_button(view, k=k, ccr=ccr, checkpoints=[r.revision for r in results])
+if series.preview:  # the exact series (each checkpoint from its cached states); a newer move stops it
+    with compute.friendly_errors():
+        compute.series(view, view.model, [r.revision for r in results], k, ccr)
+    st.rerun()

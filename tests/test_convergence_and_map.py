@@ -49,3 +49,46 @@ def test_token_map_is_deterministic_and_checks_size():
 def test_token_classes():
     assert [token_class(t) for t in [" the", "42", " ,", "  ", "a1"]] == [
         "word", "number", "punctuation", "whitespace", "other"]
+
+
+def test_the_token_map_preview_is_the_plane_of_the_two_components_after_ccr():
+    rng = np.random.default_rng(0)
+    n, d = 120, 16
+    side = np.repeat([-1.0, 1.0], n // 2)  # two planted groups, apart along e1
+    states = 0.3 * rng.standard_normal((n, d))
+    states[:, 0] += 20 * rng.standard_normal(n)  # the dominant direction CCR-1 removes
+    states[:, 1] += 3 * side
+    basis = np.linalg.qr(rng.standard_normal((d, 4)))[0]
+    plane = token_map(states, basis, ccr=1, method="pca")["coords"]
+    centred = states - states.mean(0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    corrected = centred - np.outer(centred @ vt[0], vt[0])
+    reference = corrected @ np.linalg.svd(corrected, full_matrices=False)[2][:2].T  # plain PCA of the corrected
+    np.testing.assert_allclose(np.abs(plane), np.abs(reference), atol=1e-8)
+    gap = abs(plane[side > 0, 0].mean() - plane[side < 0, 0].mean())
+    assert gap > 10 * plane[side > 0, 0].std()  # the groups lie apart on the first axis
+    unplanted = token_map(states - np.outer(3 * side, np.eye(d)[1]), basis, ccr=1, method="pca")["coords"]
+    assert abs(unplanted[side > 0, 0].mean() - unplanted[side < 0, 0].mean()) < 0.5 * unplanted[:, 0].std()
+    with pytest.raises(InputError, match="Unknown map method"):
+        token_map(states, basis, method="tsne")
+
+
+def test_a_model_token_map_is_previewed_then_stored(neox_folder, tmp_path):
+    from analysis.data.corpus import Sampling, builtin_corpus
+    from analysis.runs import analyses
+    from analysis.runs.settings import Compute, ModelChoice
+    from analysis.storage.cache import ResultCache
+
+    cache, cpu = ResultCache(tmp_path), Compute(device="cpu")
+    loaded = analyses.open_model(ModelChoice(str(neox_folder)), cpu)
+    asked = (loaded, builtin_corpus(), Sampling(96, window=32), 1, 1)
+    assert analyses.model_token_map(*asked, compute=cpu, cache=cache, stored_only=True) is None
+    preview = analyses.model_token_map(*asked, compute=cpu, cache=cache, preview=True)
+    assert preview.preview and "Preview" in preview.describe() and "Preview" in preview.figure().layout.title.text
+    assert analyses.model_token_map(*asked, compute=cpu, cache=cache, stored_only=True) is None  # not stored
+    mapped = analyses.model_token_map(*asked, compute=cpu, cache=cache)
+    stored = analyses.model_token_map(*asked, compute=cpu, cache=cache, stored_only=True)
+    assert not stored.preview and "UMAP" in stored.figure().layout.title.text
+    np.testing.assert_array_equal(stored.coords, mapped.coords)
+    np.testing.assert_array_equal(stored.pc1, preview.pc1)  # the colourings do not depend on the map
+    assert stored.tokens == preview.tokens

@@ -1,6 +1,7 @@
 """Live sliders: a preview at once, the exact curve after; stopped work keeps what it finished; one heavy
 computation at a time; background fill that fails says so and leaves nothing half-written."""
 
+import json
 import threading
 import time
 
@@ -130,3 +131,21 @@ def test_a_failing_fill_says_so_and_leaves_nothing_half_written(tiny_models, mon
     states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
     assert analyses.model_pga(loaded, builtin_corpus(), view.sampling, pga_settings(32, (2,), seed=7), compute=CPU,
                               states=states, stored_only=True) is None  # nothing stored for the failed job
+
+
+def test_the_token_map_and_training_pages_end_on_the_exact_view(tiny_models, tmp_path):
+    import shutil
+
+    app = run_page("pages/token_map.py", model=tiny_models[("gpt_neox", True)], n_tokens=128, layer=1, ccr=2)
+    assert not app.exception and not app.error
+    title = json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    assert "UMAP" in title and "Preview" not in title  # the preview plane was replaced
+
+    for name in ("checkpoint-1", "checkpoint-2"):
+        shutil.copytree(tiny_models[("gpt_neox", False)], tmp_path / "run" / name)
+    app = run_page("pages/training.py", model=tmp_path / "run", n_tokens=128, k=4)
+    assert not app.exception and not app.error
+    app.number_input[0].set_value(16).run()  # a new k: previewed from the cached states, then measured
+    assert not app.exception and not app.error
+    spec = app.get("plotly_chart")[0].proto.spec
+    assert "Preview" not in spec and "k = 16" in spec

@@ -86,7 +86,7 @@ def test_pairs_inside_blocks_match_a_plain_reference_on_those_pairs():
     first, second = (design.order[block * b + i] for i in np.divmod(position, b))
     assert design.n_pairs == 5 * b * (b - 1) // 2 and (first != second).all()
     assert set(np.bincount(np.concatenate([first, second]), minlength=n)) == {0, b - 1}
-    assert len(set(zip(np.minimum(first, second), np.maximum(first, second)))) == design.n_pairs
+    assert len(set(zip(np.minimum(first, second), np.maximum(first, second), strict=True))) == design.n_pairs
     settings = PGASettings(ks=(8,), ccrs=(1,), n_null=5, n_bootstrap=10, pair_blocks=b)
     result = pga_sweep(states, readout_basis(w_u), settings)[0]
     x = states.astype(np.float64) - states.mean(0)

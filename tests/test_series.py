@@ -1,4 +1,5 @@
 import shutil
+from dataclasses import replace
 
 import pytest
 
@@ -6,8 +7,11 @@ from analysis.data.corpus import Sampling, builtin_corpus
 from analysis.errors import InputError
 from analysis.geometry.pga import PGASettings
 from analysis.models.train_demo import DemoSettings, train_demo
+from analysis.runs import series as series_module
 from analysis.runs.series import check_series, training_sweep
+from analysis.runs.settings import preview_settings
 from analysis.storage.cache import ResultCache
+from tests.test_live import tolerance
 
 SAMPLING = Sampling(n_tokens=64, window=32, per_window=16)
 SETTINGS = PGASettings(ks=(8,), ccrs=(1,), n_null=10, n_bootstrap=50)
@@ -63,3 +67,40 @@ def test_bad_series(demo, tmp_path):
     shutil.copytree(root / "neox-d32" / "checkpoint-8", mixed / "checkpoint-2")
     with pytest.raises(InputError, match="differ in architecture.*d = 16: checkpoint-1.*d = 32: checkpoint-2"):
         check_series(str(mixed), ["checkpoint-1", "checkpoint-2"])
+
+
+def test_a_new_setting_is_previewed_then_measured_from_the_cache_without_loading_a_model(demo, tmp_path,
+                                                                                          monkeypatch):
+    root, _, _ = demo
+    name, revisions, cache = str(root / "neox-d32"), ["checkpoint-0", "checkpoint-64"], ResultCache(tmp_path)
+    wider = replace(SETTINGS, ks=(16,))
+    sampling = Sampling(n_tokens=256, window=32, per_window=16)  # four blocks of 64 tokens in the preview
+    assert training_sweep(name, revisions, builtin_corpus(), sampling, SETTINGS, "cpu", cache=cache,
+                          stored_only=True) is None  # nothing measured: no preview either
+    assert training_sweep(name, revisions, builtin_corpus(), sampling, preview_settings(wider, "cpu"), "cpu",
+                          cache=cache) is None
+    first = training_sweep(name, revisions, builtin_corpus(), sampling, SETTINGS, "cpu", cache=cache)
+    assert not first.preview and "Preview" not in first.describe(8, 1)
+
+    def no_loading(*_args, **_kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(series_module, "load", no_loading)  # from here on, states, readout and loss come cached
+    assert training_sweep(name, revisions, builtin_corpus(), sampling, wider, "cpu", cache=cache,
+                          stored_only=True) is None
+    preview = training_sweep(name, revisions, builtin_corpus(), sampling, preview_settings(wider, "cpu"), "cpu",
+                             cache=cache)
+    assert preview.preview and "Preview" in preview.describe(16, 1)
+    assert "Preview" in preview.heatmaps(16, 1).layout.title.text
+    assert training_sweep(name, revisions, builtin_corpus(), sampling, wider, "cpu", cache=cache,
+                          stored_only=True) is None  # a preview is never stored as the record
+    exact = training_sweep(name, revisions, builtin_corpus(), sampling, wider, "cpu", cache=cache)
+    assert not exact.preview and "Preview" not in exact.heatmaps(16, 1).layout.title.text
+    assert [r.loss for r in exact.results] == [r.loss for r in first.results]
+    assert set(exact.results[0].seconds) == {"metrics"}  # nothing loaded, no forward pass
+    for seen, measured in zip(preview.results, exact.results, strict=True):
+        assert [a.layer for a in seen.at(16, 1)] == [b.layer for b in measured.at(16, 1)]
+        assert all(a.n_pairs == 4 * 64 * 63 // 2 < b.n_pairs for a, b in zip(seen.layers, measured.layers, strict=True))
+        assert tolerance(seen.at(16, 1), measured.at(16, 1)) <= 1  # the same statistic on fewer pairs
+    again = training_sweep(name, revisions, builtin_corpus(), sampling, wider, "cpu", cache=cache, stored_only=True)
+    assert [r.to_json() for r in again.results] == [r.to_json() for r in exact.results]

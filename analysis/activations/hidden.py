@@ -134,8 +134,17 @@ def hidden_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, batch
     """
     check_run(loaded, sampling, batch_size)
     cache = cache or default_cache()
-    spec = {"model": loaded.spec, "corpus": corpus.spec, "sampling": sampling.spec}
     return cache.get_or_compute(
-        "hidden-states", HIDDEN_VERSION, spec,
+        "hidden-states", HIDDEN_VERSION, states_spec(loaded.spec, corpus, sampling),
         lambda: extract(loaded, token_sample(loaded, corpus, sampling, cache), batch_size, progress),
     )
+
+
+def states_spec(model: dict, corpus: Corpus, sampling: Sampling) -> dict:
+    """The cache key of the hidden states of ``model`` (a ``LoadedModel.spec``) on a text and sampling."""
+    return {"model": model, "corpus": corpus.spec, "sampling": sampling.spec}
+
+
+def stored_hidden_states(model: dict, corpus: Corpus, sampling: Sampling, cache: ResultCache) -> Entry | None:
+    """The cached hidden states of ``model`` (a ``LoadedModel.spec``), or None: nothing is loaded or computed."""
+    return cache.get("hidden-states", HIDDEN_VERSION, states_spec(model, corpus, sampling))

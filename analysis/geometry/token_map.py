@@ -1,5 +1,6 @@
 """A 2-D map (UMAP, seeded) of one layer's hidden states after CCR, with colourings per token:
-the projection on PC1, the share of the state inside V_k, and a coarse token class."""
+the projection on PC1, the share of the state inside V_k, and a coarse token class. Its preview,
+drawn while UMAP runs, is the corrected states' top two principal components (milliseconds)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ import torch
 from analysis.errors import require
 from analysis.geometry.ccr import fit_pca, remove_components
 
+MAP_METHODS = ("umap", "pca")
+
 
 def token_map(states: np.ndarray, readout_k: np.ndarray, ccr: int = 1, seed: int = 0,
-              n_neighbors: int = 15) -> dict[str, np.ndarray]:
+              n_neighbors: int = 15, method: str = "umap") -> dict[str, np.ndarray]:
     """``coords`` ``[N, 2]``, ``pc1`` ``[N]`` (projection of the centred state on PC1) and
-    ``share_in_readout`` ``[N]`` (``||V_k^T h||^2 / ||h||^2`` of the corrected state h)."""
-    import umap
-
+    ``share_in_readout`` ``[N]`` (``||V_k^T h||^2 / ||h||^2`` of the corrected state h). ``method``
+    "pca": ``coords`` are h's coordinates on the corrected states' top two components (the original
+    PCA's components ccr + 1 and ccr + 2), the preview of the UMAP."""
+    require(method in MAP_METHODS, f"Unknown map method {method!r}; choose one of {MAP_METHODS}.")
     require(len(states) > n_neighbors + 1, f"The token map needs more points than neighbours: N = {len(states)}, "
                                            f"n_neighbors = {n_neighbors}; raise N or lower n_neighbors.")
     x = torch.as_tensor(states, dtype=torch.float64)
@@ -26,6 +30,13 @@ def token_map(states: np.ndarray, readout_k: np.ndarray, ccr: int = 1, seed: int
     inside = (corrected @ torch.as_tensor(readout_k, dtype=torch.float64)).square().sum(1)
     share = (inside / corrected.square().sum(1).clamp(min=1e-30)).numpy()
     pc1 = ((x - pca.mean) @ pca.components[:, 0]).numpy()
+    if method == "pca":
+        plane = torch.zeros(x.shape[1], 2, dtype=torch.float64)
+        next_two = pca.components[:, ccr:ccr + 2]  # fewer when the states have rank <= ccr + 1
+        plane[:, :next_two.shape[1]] = next_two
+        return {"coords": (corrected @ plane).numpy(), "pc1": pc1, "share_in_readout": share}
+    import umap
+
     reducer = umap.UMAP(n_neighbors=n_neighbors, n_components=2, random_state=seed, n_jobs=1)
     coords = reducer.fit_transform(corrected.numpy().astype(np.float32))
     return {"coords": coords, "pc1": pc1, "share_in_readout": share}

@@ -169,6 +169,7 @@ class CheckpointSeries:
     name: str
     spec: dict
     results: list[CheckpointResult]
+    preview: bool = False  # PGA on the pairs inside blocks of tokens; the exact series replaces it
 
     @property
     def ks(self) -> list[int]:
@@ -185,10 +186,19 @@ class CheckpointSeries:
                 f" · k {self.ks} · CCR {self.ccrs} · R {settings['n_null']} · {self.spec['dtype']}"
                 f" · text {self.spec['corpus']['sha256'][:8]}")
 
+    @property
+    def preview_work(self) -> str:
+        """What a preview was computed on, in words."""
+        settings = self.spec["settings"]
+        projection = ", bfloat16 projection" if settings.get("projection") == "bfloat16" else ""
+        return f"pairs inside blocks of {settings.get('pair_blocks')} tokens{projection}"
+
     def describe(self, k: int, ccr: int) -> str:
         sampling, settings = self.spec["sampling"], self.spec["settings"]
-        return (f"N = {sampling['n_tokens']}, k = {k}, CCR-{ccr}, R = {settings['n_null']}, seed {sampling['seed']}, "
-                f"{self.spec['dtype']}; loss on {self.spec['loss_windows']} held-out windows of the same text.")
+        preview = f"Preview on {self.preview_work} (the exact series follows): " if self.preview else ""
+        return (f"{preview}N = {sampling['n_tokens']}, k = {k}, CCR-{ccr}, R = {settings['n_null']}, "
+                f"seed {sampling['seed']}, {self.spec['dtype']}; loss on {self.spec['loss_windows']} held-out windows "
+                "of the same text.")
 
     def choose(self, revisions: list[str]) -> CheckpointSeries:
         """The same series restricted to ``revisions`` (kept in step order)."""
@@ -200,7 +210,8 @@ class CheckpointSeries:
                               "pc1_angle_deg": x.pc1_angle_deg} for r in self.results for x in r.at(k, ccr)])
 
     def heatmaps(self, k: int, ccr: int) -> go.Figure:
-        return figures.checkpoint_heatmaps(self.results, k, ccr)
+        title = f"Preview ({self.preview_work}; the exact series follows)" if self.preview else "Across training"
+        return figures.checkpoint_heatmaps(self.results, k, ccr, title)
 
     def to_json(self) -> dict:
         """The CLI's ``training-sweep`` contract."""
@@ -312,7 +323,8 @@ COLOURINGS = ("projection on PC1", "share inside V_k", "token class")
 
 @dataclass(frozen=True)
 class TokenMapRun:
-    """A UMAP of one layer after CCR, with the tokens it shows."""
+    """A UMAP of one layer after CCR, with the tokens it shows; while ``preview``, the corrected states'
+    top two principal components instead (the UMAP replaces it)."""
 
     coords: np.ndarray
     pc1: np.ndarray
@@ -324,10 +336,12 @@ class TokenMapRun:
     ccr: int
     k: int
     seed: int
+    preview: bool = False
 
     def describe(self) -> str:
-        return (f"Layer {self.layer}, CCR-{self.ccr}, k = {self.k}, N = {len(self.tokens)}, UMAP seed {self.seed} "
-                "(15 neighbours).")
+        method = ("Preview: the top two principal components after CCR (the UMAP follows)" if self.preview
+                  else f"UMAP seed {self.seed} (15 neighbours)")
+        return f"Layer {self.layer}, CCR-{self.ccr}, k = {self.k}, N = {len(self.tokens)}. {method}."
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame({"x": self.coords[:, 0], "y": self.coords[:, 1], "token": self.tokens,
@@ -337,7 +351,7 @@ class TokenMapRun:
         colour = {COLOURINGS[0]: self.pc1, COLOURINGS[1]: self.share_in_readout,
                   COLOURINGS[2]: np.array(self.token_classes)}[colour_by]
         hover = [f"<b>{t!r}</b><br>...{c}" for t, c in zip(self.tokens, self.contexts, strict=True)]
-        return figures.token_map_figure(self.coords, colour, hover, colour_by)
+        return figures.token_map_figure(self.coords, colour, hover, colour_by, self.preview)
 
 
 def spectrum_table(basis: ReadoutBasis) -> pd.DataFrame:

@@ -216,7 +216,7 @@ def epsilon_by_dimension(k: float, d: int, eps: float) -> go.Figure:
     return _layout(fig, f"epsilon needed for k = {k:,.0f} directions against d")
 
 
-def checkpoint_heatmaps(series: list, k: int, ccr: int) -> go.Figure:
+def checkpoint_heatmaps(series: list, k: int, ccr: int, title: str = "Across training") -> go.Figure:
     """z (diverging, centred on 0) and the PC1 angle as layer x checkpoint heatmaps, loss beneath.
 
     ``series`` is a list of ``analysis.results.collections.CheckpointResult``; duplicated weights are marked with *.
@@ -241,7 +241,7 @@ def checkpoint_heatmaps(series: list, k: int, ccr: int) -> go.Figure:
     fig.update_yaxes(title="layer", row=2, col=1)
     fig.update_xaxes(title="checkpoint step (* = weights identical to an earlier checkpoint)", type="category",
                      row=3, col=1)
-    return _layout(fig, "Across training", height=760)
+    return _layout(fig, title, height=760)
 
 
 def z_by_relative_depth(curves: dict[str, list[LayerPGA]]) -> go.Figure:
@@ -312,8 +312,10 @@ def probe_figure(accuracy: np.ndarray, baseline: float, z: list[float] | None = 
     return _layout(fig, "Linear probes per layer beside z")
 
 
-def token_map_figure(coords: np.ndarray, colour: np.ndarray, hover: list[str], colour_name: str) -> go.Figure:
-    """The UMAP scatter, coloured by a per-token value (or class), hover showing token and context."""
+def token_map_figure(coords: np.ndarray, colour: np.ndarray, hover: list[str], colour_name: str,
+                     preview: bool = False) -> go.Figure:
+    """The UMAP scatter (``preview``: the top-two-PC plane), coloured by a per-token value (or class), hover
+    showing token and context."""
     fig = go.Figure()
     if colour.dtype.kind in "fi":
         fig.add_trace(go.Scattergl(x=coords[:, 0], y=coords[:, 1], mode="markers", text=hover,
@@ -328,4 +330,5 @@ def token_map_figure(coords: np.ndarray, colour: np.ndarray, hover: list[str], c
                                        hovertemplate="%{text}<extra></extra>", marker=dict(size=6)))
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False)
-    return _layout(fig, f"Token map (UMAP), coloured by {colour_name}", height=560)
+    method = "Preview: top two PCs after CCR; the UMAP follows" if preview else "UMAP"
+    return _layout(fig, f"Token map ({method}), coloured by {colour_name}", height=560)

@@ -69,6 +69,7 @@ from analysis.runs.settings import (
     ModelChoice,
     clip_epsilon,
     pga_settings,
+    preview_settings,
 )
 from analysis.storage.cache import Entry, ResultCache, default_cache, library_versions
 from analysis.storage.store import ResultStore
@@ -167,15 +168,20 @@ def checkpoint_series(name: str, revisions: list[str] | None, corpus: Corpus, sa
                       ks: tuple[int, ...] | None = None, ccrs: tuple[int, ...] = (DEFAULT_CCR,),
                       n_null: int = DEFAULT_N_NULL, compute: Compute = DEFAULT_COMPUTE,
                       progress: Progress | None = None, cache: ResultCache | None = None,
-                      store: ResultStore | None = None) -> CheckpointSeries:
+                      store: ResultStore | None = None, stored_only: bool = False,
+                      preview: bool = False) -> CheckpointSeries | None:
     """PGA and held-out loss per checkpoint (``revisions`` None: every checkpoint), duplicates flagged;
-    k defaults to d / 4 (at most 100) of the final checkpoint chosen."""
+    k defaults to d / 4 (at most 100) of the final checkpoint chosen. ``stored_only``: None unless every
+    checkpoint's record is stored. ``preview``: on ``preview_settings``, from each checkpoint's cached
+    hidden states alone (no model loaded, nothing stored); None when one has none yet."""
     revisions = [c.revision for c in list_checkpoints(name)] if revisions is None else revisions
     require(len(revisions) >= 1, f"No checkpoints chosen for {name!r}; pick at least one.")
     d = model_card(ModelChoice(name, revisions[-1] or None))["d_model"]
     settings = pga_settings(d, ks, ccrs, n_null, sampling.seed)
+    if preview:
+        settings = preview_settings(settings, compute.device)
     return training_sweep(name, revisions, corpus, sampling, settings, compute.device, progress, cache, store,
-                          compute.dtype)
+                          compute.dtype, stored_only)
 
 
 def checkpoint_list(name: str) -> list[dict]:
@@ -225,9 +231,11 @@ def model_probes(loaded: LoadedModel, data: Labelled, seed: int = 0, pga: PGARun
 
 def model_token_map(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, layer: int, ccr: int,
                     k: int | None = None, compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
-                    cache: ResultCache | None = None) -> TokenMapRun:
+                    cache: ResultCache | None = None, preview: bool = False,
+                    stored_only: bool = False) -> TokenMapRun | None:
     """UMAP of one layer after CCR (seeded by the sampling's seed), with each point's token and
-    context; the map is cached by states, layer, CCR, k and seed."""
+    context; the map is cached by states, layer, CCR, k and seed. ``preview``: the top-two-PC plane
+    instead (computed, not cached); ``stored_only``: None when the UMAP is not cached."""
     cache = cache or default_cache()
     entry = model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
     hidden, basis = entry.value, model_readout(loaded, cache)
@@ -236,11 +244,19 @@ def model_token_map(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, lay
     layer = layer % hidden.n_layers
     spec = {"states": entry.provenance["spec"], "readout": loaded.spec, "layer": layer, "ccr": ccr, "k": k,
             "seed": sampling.seed}
-    mapped = cache.get_or_compute("token-map", TOKEN_MAP_VERSION, spec,
-                                  lambda: token_map(states, basis.top(k), ccr, sampling.seed)).value
+    if preview:
+        mapped = token_map(states, basis.top(k), ccr, sampling.seed, method="pca")
+    elif stored_only:
+        hit = cache.get("token-map", TOKEN_MAP_VERSION, spec)
+        if hit is None:
+            return None
+        mapped = hit.value
+    else:
+        mapped = cache.get_or_compute("token-map", TOKEN_MAP_VERSION, spec,
+                                      lambda: token_map(states, basis.top(k), ccr, sampling.seed)).value
     sample, tokenizer = hidden.sample, loaded.tokenizer
     tokens = [tokenizer.decode([int(t)]) for t in sample.token_ids]
     contexts = [tokenizer.decode(sample.windows[r, max(0, c - 8):c + 1].tolist())
                 for r, c in zip(sample.rows, sample.cols, strict=True)]
     return TokenMapRun(mapped["coords"], mapped["pc1"], mapped["share_in_readout"], tokens, contexts,
-                       [token_class(t) for t in tokens], layer, ccr, k, sampling.seed)
+                       [token_class(t) for t in tokens], layer, ccr, k, sampling.seed, preview)

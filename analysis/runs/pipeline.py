@@ -50,6 +50,12 @@ def model_readout(loaded: LoadedModel, cache: ResultCache | None = None) -> Read
     ).value
 
 
+def stored_readout(model: dict, cache: ResultCache) -> ReadoutBasis | None:
+    """The cached readout basis of ``model`` (a ``LoadedModel.spec``), or None: nothing is loaded."""
+    hit = cache.get("readout", READOUT_VERSION, {"model": model})
+    return None if hit is None else hit.value
+
+
 def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
                settings: PGASettings, layers: list[int], device: str = "auto",
                progress: Progress | None = None, cache: ResultCache | None = None, stored_only: bool = False,

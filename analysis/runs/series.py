@@ -5,6 +5,7 @@ identical to another's flagged, so a flat curve is never mistaken for a finding.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import time
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 
 import torch
 
-from analysis.activations.hidden import token_sample, tokenised_corpus
+from analysis.activations.hidden import stored_hidden_states, token_sample, tokenised_corpus
 from analysis.activations.loss import heldout_windows, mean_loss
 from analysis.data.corpus import Corpus, Sampling, bos_token
 from analysis.errors import InputError, require
@@ -24,13 +25,14 @@ from analysis.models.loading import LoadedModel, load
 from analysis.models.refs import ModelRef, hash_files, list_checkpoints, resolve, weight_files
 from analysis.progress import Progress, report
 from analysis.results.collections import CheckpointResult, CheckpointSeries, flag_duplicates
-from analysis.runs.pipeline import model_hidden_states, model_pga
-from analysis.runs.settings import Compute
+from analysis.runs.pipeline import cached_pga, model_hidden_states, model_pga, stored_readout
+from analysis.runs.settings import Compute, is_preview
 from analysis.storage.cache import ResultCache, canonical_json, default_cache
 from analysis.storage.store import ResultStore
 
 SERIES_NAMESPACE = "checkpoint"
 SERIES_VERSION = 3
+LOSS_VERSION = 1
 LOSS_WINDOWS = 16
 CHECKPOINT_KEYS = ("model", "revision", "step")  # what differs between the checkpoints of one series
 
@@ -78,30 +80,60 @@ def checkpoint_spec(ref: ModelRef, dtype: str, corpus: Corpus, sampling: Samplin
             "sampling": sampling.spec, "settings": settings.spec, "loss_windows": LOSS_WINDOWS}
 
 
+def loss_spec(model: dict, corpus: Corpus, sampling: Sampling) -> dict:
+    """The cache key of a checkpoint's held-out loss (``model``: a ``LoadedModel.spec``)."""
+    return {"model": model, "corpus": corpus.spec, "sampling": sampling.spec, "windows": LOSS_WINDOWS}
+
+
+def checkpoint_record(ref: ModelRef, dtype: str, device: str, layers: list, loss: float, seconds: dict) -> dict:
+    """A checkpoint's record as plain JSON: ``{"name", "revision", "step", "identity", "fingerprint", "dtype",
+    "device", "layers", "loss", "seconds"}``."""
+    return {"name": ref.name, "revision": ref.revision, "step": ref.step, "identity": ref.identity,
+            "fingerprint": weights_fingerprint(ref), "dtype": dtype, "device": device,
+            "layers": [layer.to_record() for layer in layers], "loss": float(loss),
+            "seconds": {name: round(value, 3) for name, value in seconds.items()}}
+
+
 def measure_checkpoint(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: PGASettings,
                        cache: ResultCache, progress: Progress | None = None) -> dict:
-    """A loaded checkpoint's per-layer PGA (every k and CCR depth of ``settings``) and held-out loss, as
-    plain JSON: ``{"name", "revision", "step", "identity", "fingerprint", "dtype", "device", "layers",
-    "loss", "seconds"}``. Hidden states and per-layer results go through ``cache``."""
+    """A loaded checkpoint's per-layer PGA (every k and CCR depth of ``settings``) and held-out loss, as a
+    :func:`checkpoint_record`. Hidden states, per-layer results and the loss go through ``cache``."""
     timings = {}
     start = time.perf_counter()
     compute = Compute(str(loaded.device), dtype_name(loaded.dtype))
     entry = model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
-    sample = token_sample(loaded, corpus, sampling, cache)
     timings["forward"] = time.perf_counter() - start
     start = time.perf_counter()
     layers = model_pga(loaded, corpus, sampling, settings, None, compute, progress, cache, entry).results
     timings["metrics"] = time.perf_counter() - start
     start = time.perf_counter()
-    windows = heldout_windows(tokenised_corpus(loaded, corpus, cache), sample, sampling, LOSS_WINDOWS,
-                              bos_token(loaded.tokenizer))
-    loss = mean_loss(loaded, windows)
+
+    def heldout_loss() -> float:
+        sample = token_sample(loaded, corpus, sampling, cache)
+        windows = heldout_windows(tokenised_corpus(loaded, corpus, cache), sample, sampling, LOSS_WINDOWS,
+                                  bos_token(loaded.tokenizer))
+        return float(mean_loss(loaded, windows))
+
+    loss = cache.get_or_compute("loss", LOSS_VERSION, loss_spec(loaded.spec, corpus, sampling), heldout_loss).value
     timings["loss"] = time.perf_counter() - start
-    ref = loaded.ref
-    return {"name": ref.name, "revision": ref.revision, "step": ref.step, "identity": ref.identity,
-            "fingerprint": weights_fingerprint(ref), "dtype": dtype_name(loaded.dtype), "device": str(loaded.device),
-            "layers": [layer.to_record() for layer in layers], "loss": float(loss),
-            "seconds": {name: round(value, 3) for name, value in timings.items()}}
+    return checkpoint_record(loaded.ref, dtype_name(loaded.dtype), str(loaded.device), layers, loss, timings)
+
+
+def record_from_cache(ref: ModelRef, dtype: str, device: str, corpus: Corpus, sampling: Sampling,
+                      settings: PGASettings, cache: ResultCache, progress: Progress | None = None) -> dict | None:
+    """The :func:`measure_checkpoint` record with no model loaded, from the checkpoint's cached hidden states,
+    readout basis and loss (PGA computed, and cached, where missing); None when any of the three is missing."""
+    model = {**ref.spec, "dtype": dtype}
+    entry = stored_hidden_states(model, corpus, sampling, cache)
+    basis = stored_readout(model, cache)
+    loss = cache.get("loss", LOSS_VERSION, loss_spec(model, corpus, sampling))
+    if entry is None or basis is None or loss is None:
+        return None
+    start = time.perf_counter()
+    layers = cached_pga(entry.value, entry.provenance["spec"], basis, model, settings,
+                        list(range(entry.value.n_layers)), device, progress, cache)
+    return checkpoint_record(ref, dtype, str(pick_device(device)), layers, loss.value,
+                             {"metrics": time.perf_counter() - start})
 
 
 def measure_runs(ref: ModelRef, device: str, dtype: str, corpus: Corpus, runs: list[tuple[Sampling, PGASettings]],
@@ -130,29 +162,48 @@ def free_memory() -> None:
 def training_sweep(name: str, revisions: list[str], corpus: Corpus, sampling: Sampling,
                    settings: PGASettings, device: str = "auto",
                    progress: Progress | None = None, cache: ResultCache | None = None,
-                   store: ResultStore | None = None, dtype: str = "auto") -> CheckpointSeries:
+                   store: ResultStore | None = None, dtype: str = "auto",
+                   stored_only: bool = False) -> CheckpointSeries | None:
     """Per-layer PGA (every k and CCR depth in ``settings``) and held-out loss for each checkpoint.
 
-    Each checkpoint's record is kept in ``store`` (default: ``cache``), intermediates in ``cache``."""
+    Each checkpoint's record is kept in ``store`` (default: ``cache``), intermediates in ``cache``; a
+    checkpoint whose hidden states, readout and loss are cached is not loaded. ``stored_only``: None
+    unless every record is in the store. Preview settings (``is_preview``): every record from the cache
+    alone, none stored; None when a checkpoint has not been measured yet."""
     cache = cache or default_cache()
     store = store or cache
     refs = check_series(name, revisions)
     concrete = dtype_name(pick_dtype(dtype, pick_device(device)))
+    preview = is_preview(settings)
+
+    def from_cache(ref: ModelRef) -> dict | None:
+        return record_from_cache(ref, concrete, device, corpus, sampling, settings, cache, progress)
+
+    def measure(ref: ModelRef) -> dict:
+        """From the cache where it holds the states, else by loading the checkpoint."""
+        record = from_cache(ref)
+        if record is None:
+            (record,) = measure_runs(ref, device, concrete, corpus, [(sampling, settings)], cache, progress)
+        return record
+
     results = []
     for number, ref in enumerate(refs):
         report(progress, "checkpoints", number, len(refs))
-
-        def compute(ref: ModelRef = ref) -> dict:
-            (record,) = measure_runs(ref, device, concrete, corpus, [(sampling, settings)], cache, progress)
-            return record
-
-        entry = store.get_or_compute(SERIES_NAMESPACE, SERIES_VERSION,
-                                     checkpoint_spec(ref, concrete, corpus, sampling, settings), compute)
-        results.append(CheckpointResult.from_record(entry.value, step=number))
+        spec = checkpoint_spec(ref, concrete, corpus, sampling, settings)
+        if preview:
+            record = from_cache(ref)
+        elif stored_only:
+            hit = store.get(SERIES_NAMESPACE, SERIES_VERSION, spec)
+            record = None if hit is None else hit.value
+        else:
+            record = store.get_or_compute(SERIES_NAMESPACE, SERIES_VERSION, spec, functools.partial(measure, ref)).value
+        if record is None:
+            return None
+        results.append(CheckpointResult.from_record(record, step=number))
     report(progress, "checkpoints", len(refs), len(refs))
     common = {key: value for key, value in checkpoint_spec(refs[-1], concrete, corpus, sampling, settings).items()
               if key not in CHECKPOINT_KEYS}
-    return CheckpointSeries(name, common, flag_duplicates(results))
+    return CheckpointSeries(name, common, flag_duplicates(results), preview)
 
 
 def stored_series(store: ResultStore) -> list[CheckpointSeries]:

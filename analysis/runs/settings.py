@@ -14,7 +14,8 @@ every caption or export states the settings a result was computed with (carried 
 | the report's CCR depths | 1, 5, 10 | the triage report |
 | histogram bins | 300 | the cosine histogram |
 | sensitivity delta | 0.005 | capacity at eps +- delta |
-| preview | every pair inside seeded blocks of 64 tokens (16,128 pairs at N = 512), the same R null draws, the projection in bfloat16 where the CPU has it | the curve drawn while the exact one computes (none on a GPU) |
+| preview | ``preview_settings``: pairs inside blocks of 64 tokens, bfloat16 projection | curves drawn first (CPU) |
+| token map preview | the top two principal components after CCR | the plane drawn while UMAP runs |
 """
 
 from __future__ import annotations
