@@ -201,13 +201,15 @@ def stored_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
 def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
                 ccrs: tuple[int, ...] | None = None) -> PGARun:
     """The preview (``preview_settings``: pairs inside blocks of 64 tokens, a second or two on a laptop CPU);
-    on a GPU the exact run itself."""
+    on a GPU the exact run itself. Through the gate: the layer that stale work (Streamlit starts the new
+    run while the old one finishes its layer) or background fill is computing ends first, then the
+    preview has the cores to itself."""
     if not needs_preview(view.device):
         return pga(view, loaded, k, ccrs)
     settings = preview_settings(_settings(loaded, view, k, ccrs), view.device)
     with st.spinner("Preview ..."):
         return analyses.model_pga(loaded, corpus(view), view.sampling, settings, compute=view.compute,
-                                  states=states(view, loaded))
+                                  states=states(view, loaded), slot=gate().hold)
 
 
 def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
@@ -231,11 +233,15 @@ def neighbours(grid: tuple[int, ...], k: int, ccr: int) -> list[tuple[int, int]]
 
 
 def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> None:
-    """Compute the settings a visitor may ask next into the disk cache, one after another, after the page is
-    drawn, with a line saying what is ready. Any move of a widget stops it (the page reruns); a failure is
-    one warning and leaves every finished layer in the cache, nothing half-written."""
+    """Ready each layer's PCA for the next preview, then compute the settings a visitor may ask next into the
+    disk cache, one after another, after the page is drawn, with a line saying what is ready. Any move of a
+    widget stops it (the page reruns); a failure is one warning and leaves every finished layer in the cache,
+    nothing half-written."""
     if demo_mode():  # a public instance spends no CPU on what nobody asked for
         return
+    with Bar("Preparing the layers for quick previews") as bar:  # each layer's PCA, once per server process
+        analyses.warm_pga(loaded, corpus(view), view.sampling, _settings(loaded, view, None, None), view.compute,
+                          bar, states=states(view, loaded), slot=lambda: gate().hold(background=True))
     status = st.empty()
     ready = {(k, c): stored_pga(view, loaded, k, (c,)) is not None for k, c in wanted}
 

@@ -206,3 +206,21 @@ def test_cached_pga_computes_each_layer_k_ccr_once(tmp_path):
                        progress=lambda *a: calls.append(a))
     assert calls == [] and [r.z for r in again] == [r.z for r in first]
     assert [(r.layer, r.k, r.ccr) for r in again][:4] == [(0, 4, 0), (0, 4, 1), (0, 8, 0), (0, 8, 1)]
+
+
+@pytest.mark.parametrize("ccr_fit", ["same", "half"])
+def test_remembered_pcas_are_the_ones_a_sweep_uses(monkeypatch, ccr_fit):
+    from analysis.geometry import pga as engine
+
+    states, w_u = planted_readout(n=90, seed=11)
+    layers = np.stack([states, states * 2 + 1, states[::-1].copy()])
+    settings = PGASettings(ks=(8,), ccrs=(1,), n_null=5, n_bootstrap=10, ccr_fit=ccr_fit, seed=4)
+    cold = pga_sweep(layers, readout_basis(w_u), settings)
+    engine._pcas.clear()
+    fits = []
+    monkeypatch.setattr(engine, "fit_pca", lambda x: fits.append(len(x)) or fit_pca(x))
+    engine.remember_pcas(layers, settings)
+    assert len(fits) == 3
+    warm = pga_sweep(layers, readout_basis(w_u), settings)
+    assert len(fits) == (3 if ccr_fit == "same" else 6)  # no PCA refitted ("half": each layer's scored rows' spectrum)
+    assert [r.z for r in warm] == [r.z for r in cold] and [r.rankme for r in warm] == [r.rankme for r in cold]

@@ -34,6 +34,8 @@ import hashlib
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
@@ -280,6 +282,23 @@ def layer_pca(states: torch.Tensor, needed: int) -> PCA:
         while sum(_pca_bytes(p) for p in _pcas.values()) > PCA_MEMORY_BYTES and len(_pcas) > 1:
             _pcas.popitem(last=False)
     return kept
+
+
+def remember_pcas(states: np.ndarray, settings: PGASettings, layers: list[int] | None = None, device: str = "auto",
+                  progress: Progress | None = None, slot: Callable[[], AbstractContextManager] = nullcontext) -> None:
+    """Fit each layer's PCA as :func:`pga_sweep` does (the same fit rows), into ``layer_pca``'s memory, so
+    that the next sweep or preview of these states starts warm (the PCA is ~40 % of a preview's time).
+    ``slot``: held while each layer is fitted."""
+    states = validate_states(states, None, layers)
+    fit_rows, _ = _split(states.shape[1], settings.ccr_fit, settings.seed)
+    torch_device = pick_device(device)
+    chosen = list(range(len(states))) if layers is None else [int(i) % len(states) for i in layers]
+    for done, layer in enumerate(chosen):
+        report(progress, "Preparing layers", done, len(chosen))
+        x = torch.as_tensor(states[layer], device=torch_device)
+        with slot():
+            layer_pca(x[fit_rows], max(settings.n_pcs, *settings.ccrs))
+    report(progress, "Preparing layers", len(chosen), len(chosen))
 
 
 def _zscore(rho: float, null: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ its figures.
 |---|---|---|
 | model card | :func:`model_card` | dict |
 | hidden states | :func:`model_hidden_states` | cache Entry of HiddenStates |
-| Subspace PGA of a model on a text | :func:`model_pga` (or :func:`arrays_pga`) | PGARun |
+| Subspace PGA of a model on a text | :func:`model_pga` (or :func:`arrays_pga`; :func:`warm_pga` readies it) | PGARun |
 | triage verdict | :func:`model_triage` | TriageRun |
 | capacity of a model | :func:`model_capacity` (or :func:`formula_capacity`) | CapacityRun / CapacityReport |
 | a checkpoint series | :func:`checkpoint_series` | CheckpointSeries |
@@ -20,6 +20,9 @@ its figures.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+
 import numpy as np
 
 from analysis.capacity.formulas import CapacityReport, capacity_report
@@ -27,7 +30,7 @@ from analysis.data.corpus import Corpus, Sampling, text_chunks
 from analysis.data.labelled import Labelled
 from analysis.errors import require
 from analysis.geometry.convergence import convergence
-from analysis.geometry.pga import default_k, pga_sweep, validate_states
+from analysis.geometry.pga import PGASettings, default_k, pga_sweep, remember_pcas, validate_states
 from analysis.geometry.probes import probe_layers
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.token_map import token_class, token_map
@@ -102,6 +105,16 @@ def arrays_pga(states: np.ndarray, w_u: np.ndarray, settings, layers: list[int] 
     states = validate_states(states, w_u.shape[1])
     layers = list(range(len(states))) if layers is None else list(layers)
     return PGARun(tuple(pga_sweep(states, readout_basis(w_u), settings, layers, device, progress)), settings)
+
+
+def warm_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: PGASettings | None = None,
+             compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None, states: Entry | None = None,
+             slot: Callable[[], AbstractContextManager] = nullcontext) -> None:
+    """Every layer's PCA fitted into memory (``remember_pcas``), so that the next :func:`model_pga` of these
+    states, a preview above all, starts warm; arguments as :func:`model_pga`."""
+    settings = settings or pga_settings(loaded.anatomy.d_model, seed=sampling.seed)
+    entry = states or model_hidden_states(loaded, corpus, sampling, compute, progress)
+    remember_pcas(entry.value.states, settings, None, compute.device, progress, slot)
 
 
 def model_triage(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,
