@@ -3,7 +3,8 @@
 Prints, in one run, with the machine's core count: the first-answer times of Triage (card, preview
 curve, verdict) and Readout alignment (preview, exact curve); for cache-missing moves of k and CCR
 depth, the seconds until the preview is drawn and until the exact curve replaces it; and the largest
-|z_preview - z_exact| over the width of z's 95 % interval, read back from the cache afterwards.
+|z_preview - z_exact| over the width of z's 95 % interval (the exact curves read back from the cache,
+the previews computed again: they are seeded, and never stored).
 
 Usage: python bench/interaction.py [--model smollm2-135m] [--n-tokens 512] [--moves 10]
 (needs Debian's chromium and chromium-driver; the model must have been fetched once).
@@ -157,11 +158,12 @@ def agreement(cache: Path, args, visited: list[str]) -> str:
     for setting in visited:
         k, ccr = int(setting.split("k = ")[1].split(",")[0]), int(setting.split("CCR-")[1])
         exact_settings = pga_settings(loaded.anatomy.d_model, (k,), (ccr,))
-        runs = [analyses.model_pga(loaded, builtin_corpus(), sampling, s, compute=compute, stored_only=True)
-                for s in (exact_settings, preview_settings(exact_settings))]
-        if None in runs:
+        exact = analyses.model_pga(loaded, builtin_corpus(), sampling, exact_settings, compute=compute,
+                                   stored_only=True)
+        if exact is None:
             continue
-        exact, preview = runs
+        preview = analyses.model_pga(loaded, builtin_corpus(), sampling, preview_settings(exact_settings),
+                                     compute=compute)  # previews are not stored: computed again, seeded alike
         worst = max(worst, *(abs(p.z - e.z) / (e.z_interval[1] - e.z_interval[0])
                              for p, e in zip(preview.results, exact.results, strict=True)))
     return f"largest |z_preview - z_exact| / width of z's 95 % interval: {worst:.2f}"

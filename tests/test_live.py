@@ -48,6 +48,10 @@ def test_the_preview_agrees_with_the_exact_curve_on_a_tiny_model(neox_folder, tm
     preview = analyses.model_pga(loaded, builtin_corpus(), sampling, preview_settings(settings), compute=CPU,
                                  cache=cache)
     assert preview.preview and not exact.preview and "Preview" in preview.z_figure().layout.title.text
+    assert analyses.model_pga(loaded, builtin_corpus(), sampling, preview_settings(settings), compute=CPU,
+                              cache=cache, stored_only=True) is None  # a preview is never stored
+    again = analyses.model_pga(loaded, builtin_corpus(), sampling, preview_settings(settings), compute=CPU, cache=cache)
+    assert [r.z for r in again.results] == [r.z for r in preview.results]  # seeded: the same preview again
     assert not any(r.z_interval[1] - r.z_interval[0] == 0 for r in exact.at())
     assert tolerance(preview.at(), exact.at()) <= 1
 

@@ -56,6 +56,16 @@ def stored_readout(model: dict, cache: ResultCache) -> ReadoutBasis | None:
     return None if hit is None else hit.value
 
 
+def _preview(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings, layers: list[int], device: str,
+             progress: Progress | None, slot: Callable[[], AbstractContextManager]) -> list[LayerPGA]:
+    """Every layer of a preview at once inside one ``slot``, in :func:`cached_pga`'s order; nothing stored."""
+    report(progress, "Preview", 0, 1)
+    with slot():
+        swept = {(r.layer, r.k, r.ccr): r for r in pga_sweep(states, basis, settings, layers, device)}
+    report(progress, "Preview", 1, 1)
+    return [swept[layer, k, c] for layer in layers for k in settings.ks for c in settings.ccrs]
+
+
 def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
                settings: PGASettings, layers: list[int], device: str = "auto",
                progress: Progress | None = None, cache: ResultCache | None = None, stored_only: bool = False,
@@ -64,13 +74,17 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
 
     ``stored_only``: return None instead of computing when anything is missing. ``slot``: a context
     held while each layer computes (the dashboard's one-heavy-computation-at-a-time gate); a layer's
-    results are stored as soon as it is done, so work that is stopped keeps every finished layer."""
+    results are stored as soon as it is done, so work that is stopped keeps every finished layer.
+    Preview settings (``is_preview``): every layer at once inside one ``slot``, never stored (a second or
+    two, and the exact run replaces it)."""
     cache = cache or default_cache()
     array = states.states if isinstance(states, HiddenStates) else states
     for layer in layers:
         require(-len(array) <= layer < len(array),
                 f"Layer {layer} is out of range: the states have layers 0..{len(array) - 1}.")
     layers = [layer % len(array) for layer in layers]
+    if is_preview(settings):
+        return None if stored_only else _preview(array, basis, settings, layers, device, progress, slot)
     common = {k: v for k, v in settings.spec.items() if k not in ("ks", "ccrs")}
 
     def spec(layer: int, k: int, ccr: int) -> dict:
