@@ -43,6 +43,15 @@ def main() -> None:
         start = time.perf_counter()
         checkpoint_series(info["folder"], None, builtin_corpus(), sampling, compute=CPU, cache=cache)
         print(f"second run of the same sweep (all cached): {time.perf_counter() - start:.2f} s")
+        moved = dict(ks=(series.ks[0] // 2,), ccrs=(2,))
+        start = time.perf_counter()
+        checkpoint_series(info["folder"], None, builtin_corpus(), sampling, **moved, compute=CPU, cache=cache,
+                          preview=True)
+        quick = time.perf_counter() - start
+        start = time.perf_counter()
+        checkpoint_series(info["folder"], None, builtin_corpus(), sampling, **moved, compute=CPU, cache=cache)
+        print(f"a new k ({moved['ks'][0]}) and CCR (2), as the training page asks them (hidden states cached, no "
+              f"model loaded): preview {quick:.2f} s, exact {time.perf_counter() - start:.2f} s")
     print("\nReused across checkpoints: the tokenised corpus (keyed by the tokenizer's definition, computed once "
           "per series) and the sampled positions (same seed and windows); the null bases are regenerated per "
           "checkpoint from the same seed.")
