@@ -6,7 +6,7 @@ depth, the seconds until the preview is drawn and until the exact curve replaces
 |z_preview - z_exact| over the width of z's 95 % interval (the exact curves read back from the cache,
 the previews computed again: they are seeded, and never stored).
 
-Usage: python bench/interaction.py [--model smollm2-135m] [--n-tokens 512] [--moves 10]
+Usage: python bench/interaction.py [--model smollm2-135m] [--n-tokens 512] [--moves 10] [--pause 0]
 (needs Debian's chromium and chromium-driver; the model must have been fetched once).
 """
 
@@ -101,6 +101,8 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--n-tokens", type=int, default=512)
     parser.add_argument("--moves", type=int, default=10)
+    parser.add_argument("--pause", type=float, default=0.0,
+                        help="seconds to look at each exact curve before the next move (background fill runs)")
     args = parser.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="rg-interaction-"))
     process, url = start_app(cache)
@@ -120,7 +122,8 @@ def main() -> None:
         first = wait_for(driver, lambda d: "z by layer" in title(d))
         exact = wait_for(driver, lambda d: "z by layer" in title(d) and "Preview" not in title(d)) + first
         print(f"Readout alignment, first answer: {first:.1f} s, exact {exact:.1f} s")
-        print(f"\n{'move':18} {'preview drawn':>14} {'exact drawn':>12}")
+        print(f"\nEach move {args.pause:g} s after the exact curve of the last one is drawn")
+        print(f"{'move':18} {'preview drawn':>14} {'exact drawn':>12}")
         moves = [("CCR depth (components removed)", Keys.ARROW_RIGHT), ("k (readout dimensions)", Keys.ARROW_LEFT)]
         misses = 0
         for step in range(4 * args.moves):
@@ -141,6 +144,7 @@ def main() -> None:
             print(f"{setting:18} {drawn:13.2f}s {done:11.2f}s")
             visited.append(setting)
             misses += 1
+            time.sleep(args.pause)
     finally:
         driver.quit()
         process.terminate()

@@ -232,16 +232,33 @@ def neighbours(grid: tuple[int, ...], k: int, ccr: int) -> list[tuple[int, int]]
     return list(dict.fromkeys(nearby))
 
 
-def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> None:
-    """Ready each layer's PCA for the next preview, then compute the settings a visitor may ask next into the
-    disk cache, one after another, after the page is drawn, with a line saying what is ready. Any move of a
-    widget stops it (the page reruns); a failure is one warning and leaves every finished layer in the cache,
-    nothing half-written."""
+def steps(grid: tuple[int, ...], k: int, ccr: int, deepest: int = 10) -> list[tuple[int, int]]:
+    """One step of either slider from (k, CCR): the adjacent k on the grid, then CCR depth - 1 and + 1."""
+    index = grid.index(k) if k in grid else 0
+    return ([(grid[i], ccr) for i in (index - 1, index + 1) if 0 <= i < len(grid)]
+            + [(k, c) for c in (ccr - 1, ccr + 1) if 0 <= c <= deepest])
+
+
+def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]],
+         previewed: list[tuple[int, int]] = ()) -> None:
+    """After the page is drawn: ready each layer's PCA, preview the ``previewed`` settings (one slider step
+    away) into memory layer by layer, so that such a move draws its preview at once, then compute the
+    ``wanted`` settings into the disk cache one after another, with a line saying what is ready. Any move
+    of a widget stops it (the page reruns); a failure is one warning and leaves every finished layer in
+    the cache, nothing half-written."""
     if demo_mode():  # a public instance spends no CPU on what nobody asked for
         return
     with Bar("Preparing the layers for quick previews") as bar:  # each layer's PCA, once per server process
         analyses.warm_pga(loaded, corpus(view), view.sampling, _settings(loaded, view, None, None), view.compute,
                           bar, states=states(view, loaded), slot=lambda: gate().hold(background=True))
+    if needs_preview(view.device) and previewed:
+        with Bar("Previewing one slider step away") as bar:
+            n_layers = states(view, loaded).value.n_layers
+            for number, (k, c) in enumerate(previewed):
+                for layer in range(n_layers):  # one layer per hold: a visitor's move never waits long
+                    bar("Previewing one slider step away", number * n_layers + layer, len(previewed) * n_layers)
+                    if not _background(k, c, _preview_layer, view, loaded, k, c, layer):
+                        return
     status = st.empty()
     ready = {(k, c): stored_pga(view, loaded, k, (c,)) is not None for k, c in wanted}
 
@@ -251,13 +268,27 @@ def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) ->
 
     show()
     for k, c in [key for key, done in ready.items() if not done]:
-        try:
-            pga(view, loaded, k, (c,), background=True)
-        except (InputError, MemoryError, RuntimeError) as error:
-            st.warning(f"Filling in k = {k}, CCR-{c} stopped: {error}", icon=":material/warning:")
+        if not _background(k, c, pga, view, loaded, k, (c,), background=True):
             return
         ready[k, c] = True
         show()
+
+
+def _preview_layer(view: ViewState, loaded: LoadedModel, k: int, ccr: int, layer: int) -> None:
+    """One layer's preview at (k, CCR), remembered in memory for the move that asks it (background)."""
+    settings = preview_settings(_settings(loaded, view, k, (ccr,)), view.device)
+    analyses.model_pga(loaded, corpus(view), view.sampling, settings, [layer], view.compute,
+                       states=states(view, loaded), slot=lambda: gate().hold(background=True))
+
+
+def _background(k: int, ccr: int, work: Callable, *args, **kwargs) -> bool:
+    """``work(*args, **kwargs)`` as background fill for (k, CCR); False, after one warning, when it failed."""
+    try:
+        work(*args, **kwargs)
+    except (InputError, MemoryError, RuntimeError) as error:
+        st.warning(f"Filling in k = {k}, CCR-{ccr} stopped: {error}", icon=":material/warning:")
+        return False
+    return True
 
 
 def triage(view: ViewState, loaded: LoadedModel) -> TriageRun:

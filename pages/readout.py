@@ -72,4 +72,4 @@ if any(r.preview for r in runs):  # the exact runs, one layer at a time; a newer
         for wanted in asked_for:
             compute.pga(view, loaded, *wanted)
     st.rerun()
-compute.fill(view, loaded, compute.neighbours(grid, k, ccr))
+compute.fill(view, loaded, compute.neighbours(grid, k, ccr), compute.steps(grid, k, ccr))

@@ -13,7 +13,7 @@ from analysis.geometry.pga import pga_sweep
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.runs import analyses, pipeline
-from analysis.runs.settings import Compute, ModelChoice, pga_settings, preview_settings
+from analysis.runs.settings import Compute, ModelChoice, k_grid, pga_settings, preview_settings
 from analysis.storage.cache import ResultCache
 from tests.test_app import run_page, z_values
 
@@ -81,6 +81,26 @@ def test_stopped_work_keeps_every_finished_layer_and_nothing_else(tmp_path):
     assert [r.z for r in resumed] == [r.z for r in whole]
 
 
+def test_previews_remembered_layer_by_layer_make_the_next_move_instant(monkeypatch):
+    states, w_u = planted_readout(n=200, seed=5)
+    layers = np.stack([states, states * 0.5 + 0.1, states + 1.0])
+    basis, settings = readout_basis(w_u), preview_settings(pga_settings(w_u.shape[1], (8,), (1,)))
+    monkeypatch.setattr(pipeline, "_previews", type(pipeline._previews)())
+    ahead = [pipeline.cached_pga(layers, {"s": "ahead"}, basis, {"w": 1}, settings, [layer])[0] for layer in range(3)]
+    real, calls = pipeline.pga_sweep, []
+    monkeypatch.setattr(pipeline, "pga_sweep", lambda *a, **kw: calls.append(a[3]) or real(*a, **kw))
+    move = pipeline.cached_pga(layers, {"s": "ahead"}, basis, {"w": 1}, settings, [0, 1, 2])
+    assert not calls and move == ahead  # the move's preview computed nothing
+    fresh = pga_sweep(layers, basis, settings)
+    assert [r.z for r in move] == [r.z for r in fresh]  # the same numbers as computing it now
+    noisy = layers + np.random.default_rng(0).normal(size=layers.shape)
+    other = pipeline.cached_pga(noisy, {"s": "other"}, basis, {"w": 1}, settings, [0, 1])
+    assert calls == [[0, 1]] and [r.z for r in other] != [r.z for r in move[:2]]  # other states: computed anew
+    monkeypatch.setattr(pipeline, "PREVIEWS_REMEMBERED", 2)
+    pipeline.cached_pga(layers, {"s": "third"}, basis, {"w": 1}, settings, [0, 1, 2])
+    assert len(pipeline._previews) == 2  # memory stays bounded
+
+
 def test_one_heavy_computation_at_a_time_and_requests_before_fill():
     from dashboard.compute import Gate
 
@@ -112,6 +132,22 @@ def test_the_page_shows_the_exact_curve_and_fills_in_the_neighbours(tiny_models)
     assert "Preview" not in app.get("plotly_chart")[0].proto.spec  # the exact curve replaced the preview
     ready = " ".join(c.value for c in app.caption if c.value.startswith("Nearby settings ready"))
     assert "k = 2, CCR-1 ✓" in ready and "k = 8, CCR-1 ✓" in ready and "k = 4, CCR-10 ✓" in ready
+
+
+def test_the_page_previews_one_slider_step_away_in_memory(tiny_models, monkeypatch):
+    from dashboard import compute
+
+    model = tiny_models[("gpt_neox", False)]
+    app = run_page("pages/readout.py", model=model, n_tokens=128, k=8, ccr=2, seed=11)
+    assert not app.exception and not app.error
+    view = compute.ViewState(model=str(model), n_tokens=128, seed=11)
+    loaded = analyses.open_model(view.choice, CPU)
+    states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
+    monkeypatch.setattr(pipeline, "pga_sweep", None)  # anything computed now would fail
+    for k, ccr in compute.steps(k_grid(32), 8, 2):
+        settings = preview_settings(pga_settings(32, (k,), (ccr,), seed=11))
+        run = analyses.model_pga(loaded, builtin_corpus(), view.sampling, settings, compute=CPU, states=states)
+        assert run.preview and len(run.results) == states.value.n_layers
 
 
 def test_a_failing_fill_says_so_and_leaves_nothing_half_written(tiny_models, monkeypatch):

@@ -11,6 +11,9 @@ settings. PGA results are cached per (layer, k, CCR depth): moving a slider comp
 from __future__ import annotations
 
 import hashlib
+import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
@@ -56,14 +59,34 @@ def stored_readout(model: dict, cache: ResultCache) -> ReadoutBasis | None:
     return None if hit is None else hit.value
 
 
-def _preview(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings, layers: list[int], device: str,
-             progress: Progress | None, slot: Callable[[], AbstractContextManager]) -> list[LayerPGA]:
-    """Every layer of a preview at once inside one ``slot``, in :func:`cached_pga`'s order; nothing stored."""
-    report(progress, "Preview", 0, 1)
-    with slot():
-        swept = {(r.layer, r.k, r.ccr): r for r in pga_sweep(states, basis, settings, layers, device)}
-    report(progress, "Preview", 1, 1)
-    return [swept[layer, k, c] for layer in layers for k in settings.ks for c in settings.ccrs]
+PREVIEWS_REMEMBERED = 1024  # layers' previews kept in memory (about 2 KB each)
+_previews: OrderedDict[str, LayerPGA] = OrderedDict()
+_previews_lock = threading.Lock()
+
+
+def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: ReadoutBasis, settings: PGASettings,
+             layers: list[int], device: str, progress: Progress | None,
+             slot: Callable[[], AbstractContextManager]) -> list[LayerPGA]:
+    """A preview of ``layers``, in :func:`cached_pga`'s order: the layers remembered in memory (a background
+    fill previews the next moves layer by layer) and every other layer at once inside one ``slot``.
+    Remembered, never stored on disk: the exact run replaces it."""
+    keys = {(layer, k, c): json.dumps(spec(layer, k, c), sort_keys=True, default=str)
+            for layer in layers for k in settings.ks for c in settings.ccrs}
+    with _previews_lock:
+        found = {w: _previews[key] for w, key in keys.items() if key in _previews}
+    missing = sorted({layer for layer, k, c in keys if (layer, k, c) not in found})
+    if missing:
+        report(progress, "Preview", 0, 1)
+        with slot():
+            found.update({(r.layer, r.k, r.ccr): r for r in pga_sweep(states, basis, settings, missing, device)})
+        report(progress, "Preview", 1, 1)
+    with _previews_lock:
+        for w, key in keys.items():
+            _previews[key] = found[w]
+            _previews.move_to_end(key)
+        while len(_previews) > PREVIEWS_REMEMBERED:
+            _previews.popitem(last=False)
+    return [found[w] for w in keys]
 
 
 def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
@@ -75,20 +98,21 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     ``stored_only``: return None instead of computing when anything is missing. ``slot``: a context
     held while each layer computes (the dashboard's one-heavy-computation-at-a-time gate); a layer's
     results are stored as soon as it is done, so work that is stopped keeps every finished layer.
-    Preview settings (``is_preview``): every layer at once inside one ``slot``, never stored (a second or
-    two, and the exact run replaces it)."""
+    Preview settings (``is_preview``): see :func:`_preview` (a second or two; remembered in memory, never
+    stored on disk)."""
     cache = cache or default_cache()
     array = states.states if isinstance(states, HiddenStates) else states
     for layer in layers:
         require(-len(array) <= layer < len(array),
                 f"Layer {layer} is out of range: the states have layers 0..{len(array) - 1}.")
     layers = [layer % len(array) for layer in layers]
-    if is_preview(settings):
-        return None if stored_only else _preview(array, basis, settings, layers, device, progress, slot)
     common = {k: v for k, v in settings.spec.items() if k not in ("ks", "ccrs")}
 
     def spec(layer: int, k: int, ccr: int) -> dict:
         return {"states": states_spec, "readout": basis_spec, "layer": layer, "k": k, "ccr": ccr, **common}
+
+    if is_preview(settings):
+        return None if stored_only else _preview(array, spec, basis, settings, layers, device, progress, slot)
 
     found: dict[tuple, LayerPGA] = {}
     computed = False
