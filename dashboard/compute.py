@@ -201,15 +201,15 @@ def stored_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
 def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
                 ccrs: tuple[int, ...] | None = None) -> PGARun:
     """The preview (``preview_settings``: pairs inside blocks of 64 tokens, a second or two on a laptop CPU);
-    on a GPU the exact run itself. Through the gate: the layer that stale work (Streamlit starts the new
-    run while the old one finishes its layer) or background fill is computing ends first, then the
+    on a GPU the exact run itself. In one hold of the gate: the layer that stale work (Streamlit starts the
+    new run while the old one finishes its layer) or background fill is computing ends first, then the
     preview has the cores to itself."""
     if not needs_preview(view.device):
         return pga(view, loaded, k, ccrs)
     settings = preview_settings(_settings(loaded, view, k, ccrs), view.device)
-    with st.spinner("Preview ..."):
+    with st.spinner("Preview ..."), gate().hold():
         return analyses.model_pga(loaded, corpus(view), view.sampling, settings, compute=view.compute,
-                                  states=states(view, loaded), slot=gate().hold)
+                                  states=states(view, loaded))
 
 
 def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
@@ -224,19 +224,19 @@ def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[
                                   states=states(view, loaded), slot=lambda: gate().hold(background))
 
 
+def _adjacent_k(grid: tuple[int, ...], k: int, ccr: int) -> list[tuple[int, int]]:
+    index = grid.index(k) if k in grid else 0
+    return [(grid[i], ccr) for i in (index - 1, index + 1) if 0 <= i < len(grid)]
+
+
 def neighbours(grid: tuple[int, ...], k: int, ccr: int) -> list[tuple[int, int]]:
     """What a visitor is likely to ask next, in order: the adjacent k on the grid, then CCR 0, 1, 5, 10."""
-    index = grid.index(k) if k in grid else 0
-    nearby = [(grid[i], ccr) for i in (index - 1, index + 1) if 0 <= i < len(grid)]
-    nearby += [(k, c) for c in (0, 1, 5, 10) if c != ccr]
-    return list(dict.fromkeys(nearby))
+    return list(dict.fromkeys(_adjacent_k(grid, k, ccr) + [(k, c) for c in (0, 1, 5, 10) if c != ccr]))
 
 
 def steps(grid: tuple[int, ...], k: int, ccr: int, deepest: int = 10) -> list[tuple[int, int]]:
     """One step of either slider from (k, CCR): the adjacent k on the grid, then CCR depth - 1 and + 1."""
-    index = grid.index(k) if k in grid else 0
-    return ([(grid[i], ccr) for i in (index - 1, index + 1) if 0 <= i < len(grid)]
-            + [(k, c) for c in (ccr - 1, ccr + 1) if 0 <= c <= deepest])
+    return _adjacent_k(grid, k, ccr) + [(k, c) for c in (ccr - 1, ccr + 1) if 0 <= c <= deepest]
 
 
 def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]],
@@ -251,14 +251,10 @@ def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]],
     with Bar("Preparing the layers for quick previews") as bar:  # each layer's PCA, once per server process
         analyses.warm_pga(loaded, corpus(view), view.sampling, _settings(loaded, view, None, None), view.compute,
                           bar, states=states(view, loaded), slot=lambda: gate().hold(background=True))
-    if needs_preview(view.device) and previewed:
-        with Bar("Previewing one slider step away") as bar:
-            n_layers = states(view, loaded).value.n_layers
-            for number, (k, c) in enumerate(previewed):
-                for layer in range(n_layers):  # one layer per hold: a visitor's move never waits long
-                    bar("Previewing one slider step away", number * n_layers + layer, len(previewed) * n_layers)
-                    if not _background(k, c, _preview_layer, view, loaded, k, c, layer):
-                        return
+    for k, c in previewed if needs_preview(view.device) else ():
+        with Bar(f"Previewing k = {k}, CCR-{c} (one slider step away)") as bar:
+            if not _background(k, c, _preview_ahead, view, loaded, k, c, bar):
+                return
     status = st.empty()
     ready = {(k, c): stored_pga(view, loaded, k, (c,)) is not None for k, c in wanted}
 
@@ -274,10 +270,11 @@ def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]],
         show()
 
 
-def _preview_layer(view: ViewState, loaded: LoadedModel, k: int, ccr: int, layer: int) -> None:
-    """One layer's preview at (k, CCR), remembered in memory for the move that asks it (background)."""
+def _preview_ahead(view: ViewState, loaded: LoadedModel, k: int, ccr: int, bar: Bar) -> None:
+    """The preview at (k, CCR), remembered in memory for the move that asks it; one layer per background
+    hold of the gate, so a visitor's move never waits long."""
     settings = preview_settings(_settings(loaded, view, k, (ccr,)), view.device)
-    analyses.model_pga(loaded, corpus(view), view.sampling, settings, [layer], view.compute,
+    analyses.model_pga(loaded, corpus(view), view.sampling, settings, compute=view.compute, progress=bar,
                        states=states(view, loaded), slot=lambda: gate().hold(background=True))
 
 
