@@ -201,15 +201,15 @@ def stored_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
 def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
                 ccrs: tuple[int, ...] | None = None) -> PGARun:
     """The preview (``preview_settings``: pairs inside blocks of 64 tokens, a second or two on a laptop CPU);
-    on a GPU the exact run itself. In one hold of the gate: the layer that stale work (Streamlit starts the
-    new run while the old one finishes its layer) or background fill is computing ends first, then the
+    on a GPU the exact run itself. Through the gate: the layer that stale work (Streamlit starts the new
+    run while the old one finishes its layer) or background fill is computing ends first, then the
     preview has the cores to itself."""
     if not needs_preview(view.device):
         return pga(view, loaded, k, ccrs)
     settings = preview_settings(_settings(loaded, view, k, ccrs), view.device)
-    with st.spinner("Preview ..."), gate().hold():
+    with st.spinner("Preview ..."):
         return analyses.model_pga(loaded, corpus(view), view.sampling, settings, compute=view.compute,
-                                  states=states(view, loaded))
+                                  states=states(view, loaded), slot=gate().hold)
 
 
 def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
@@ -251,10 +251,14 @@ def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]],
     with Bar("Preparing the layers for quick previews") as bar:  # each layer's PCA, once per server process
         analyses.warm_pga(loaded, corpus(view), view.sampling, _settings(loaded, view, None, None), view.compute,
                           bar, states=states(view, loaded), slot=lambda: gate().hold(background=True))
-    for k, c in previewed if needs_preview(view.device) else ():
-        with Bar(f"Previewing k = {k}, CCR-{c} (one slider step away)") as bar:
-            if not _background(k, c, _preview_ahead, view, loaded, k, c, bar):
-                return
+    if needs_preview(view.device) and previewed:
+        with Bar("Previewing one slider step away") as bar:
+            n_layers = states(view, loaded).value.n_layers
+            for number, (k, c) in enumerate(previewed):
+                for layer in range(n_layers):  # one layer per hold: a visitor's move never waits long
+                    bar("Previewing one slider step away", number * n_layers + layer, len(previewed) * n_layers)
+                    if not _background(k, c, _preview_layer, view, loaded, k, c, layer):
+                        return
     status = st.empty()
     ready = {(k, c): stored_pga(view, loaded, k, (c,)) is not None for k, c in wanted}
 
@@ -270,11 +274,10 @@ def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]],
         show()
 
 
-def _preview_ahead(view: ViewState, loaded: LoadedModel, k: int, ccr: int, bar: Bar) -> None:
-    """The preview at (k, CCR), remembered in memory for the move that asks it; one layer per background
-    hold of the gate, so a visitor's move never waits long."""
+def _preview_layer(view: ViewState, loaded: LoadedModel, k: int, ccr: int, layer: int) -> None:
+    """One layer's preview at (k, CCR), remembered in memory for the move that asks it (background)."""
     settings = preview_settings(_settings(loaded, view, k, (ccr,)), view.device)
-    analyses.model_pga(loaded, corpus(view), view.sampling, settings, compute=view.compute, progress=bar,
+    analyses.model_pga(loaded, corpus(view), view.sampling, settings, [layer], view.compute,
                        states=states(view, loaded), slot=lambda: gate().hold(background=True))
 
 

@@ -95,7 +95,7 @@ def test_previews_remembered_layer_by_layer_make_the_next_move_instant(monkeypat
     assert [r.z for r in move] == [r.z for r in fresh]  # the same numbers as computing it now
     noisy = layers + np.random.default_rng(0).normal(size=layers.shape)
     other = pipeline.cached_pga(noisy, {"s": "other"}, basis, {"w": 1}, settings, [0, 1])
-    assert calls == [[0], [1]] and [r.z for r in other] != [r.z for r in move[:2]]  # other states: computed anew
+    assert calls == [[0, 1]] and [r.z for r in other] != [r.z for r in move[:2]]  # other states: computed anew
     monkeypatch.setattr(pipeline, "PREVIEWS_REMEMBERED", 2)
     pipeline.cached_pga(layers, {"s": "third"}, basis, {"w": 1}, settings, [0, 1, 2])
     assert len(pipeline._previews) == 2  # memory stays bounded

@@ -66,33 +66,26 @@ _previews_lock = threading.Lock()
 def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: ReadoutBasis, settings: PGASettings,
              layers: list[int], device: str, progress: Progress | None,
              slot: Callable[[], AbstractContextManager]) -> list[LayerPGA]:
-    """A preview of ``layers``, in :func:`cached_pga`'s order. Each layer is remembered in memory as soon as
-    it is done (a background fill previews the next moves ahead of them), never stored on disk: the exact
-    run replaces it. A layer not remembered is computed inside its own ``slot``."""
+    """A preview of ``layers``, in :func:`cached_pga`'s order: the layers remembered in memory (a background
+    fill previews the next moves layer by layer) and every other layer at once inside one ``slot``.
+    Remembered, never stored on disk: the exact run replaces it."""
     keys = {(layer, k, c): spec_key("pga-preview", PGA_VERSION, spec(layer, k, c))
             for layer in layers for k in settings.ks for c in settings.ccrs}
     with _previews_lock:
         found = {w: _previews[key] for w, key in keys.items() if key in _previews}
     missing = sorted({layer for layer, k, c in keys if (layer, k, c) not in found})
-    for number, layer in enumerate(missing):
-        report(progress, "Preview", number, len(missing))
-        with slot():
-            results = pga_sweep(states, basis, settings, [layer], device)
-        found.update({(r.layer, r.k, r.ccr): r for r in results})
-        _remember({keys[r.layer, r.k, r.ccr]: r for r in results})
     if missing:
-        report(progress, "Preview", len(missing), len(missing))
-    _remember({key: found[w] for w, key in keys.items()})  # the ones just read are the most recently used
-    return [found[w] for w in keys]
-
-
-def _remember(previews: dict[str, LayerPGA]) -> None:
+        report(progress, "Preview", 0, 1)
+        with slot():
+            found.update({(r.layer, r.k, r.ccr): r for r in pga_sweep(states, basis, settings, missing, device)})
+        report(progress, "Preview", 1, 1)
     with _previews_lock:
-        for key, result in previews.items():
-            _previews[key] = result
+        for w, key in keys.items():
+            _previews[key] = found[w]
             _previews.move_to_end(key)
         while len(_previews) > PREVIEWS_REMEMBERED:
             _previews.popitem(last=False)
+    return [found[w] for w in keys]
 
 
 def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
