@@ -2,6 +2,8 @@
 
 import streamlit as st
 
+from dashboard.compute import page_drawn
+
 st.set_page_config(page_title="Readout geometry", page_icon=":material/scatter_plot:", layout="wide")
 pages = [
     st.Page("pages/triage.py", title="Triage", icon=":material/stethoscope:", default=True),
@@ -14,3 +16,4 @@ pages = [
     st.Page("pages/token_map.py", title="Token map", icon=":material/bubble_chart:"),
 ]
 st.navigation(pages).run()  # each page draws the shared sidebar first (dashboard.sidebar.sidebar)
+page_drawn()  # exact and background work of other tabs carry on once the browser has drawn this page

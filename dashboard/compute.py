@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
+import time
 from collections.abc import Callable
 
 import streamlit as st
@@ -96,11 +97,20 @@ class Bar:
     one computation slot meanwhile, and says so while it waits for it."""
 
     def __init__(self, label: str):
-        self.bar = st.progress(0.0, text=label)
+        self.shown, self.touched = (0.0, label), time.monotonic()
+        self.bar = st.progress(*self.shown)
         self.slot = _one_at_a_time() if demo_mode() else None
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        self.bar.progress(min(done / max(total, 1), 1.0), text=f"{stage}: {done}/{total}")
+        self.shown = (min(done / max(total, 1), 1.0), f"{stage}: {done}/{total}")
+        self.bar.progress(*self.shown)
+
+    def touch(self) -> None:
+        """Send the bar again as it is, at most every quarter second: a point where Streamlit stops a run that
+        a newer move superseded."""
+        if time.monotonic() - self.touched > 0.25:
+            self.touched = time.monotonic()
+            self.bar.progress(*self.shown)
 
     def __enter__(self) -> Bar:
         if self.slot is not None and not self.slot.acquire(blocking=False):
@@ -157,34 +167,97 @@ def states(view: ViewState, loaded: LoadedModel) -> Entry:
 
 
 class Gate:
-    """One heavy computation at a time in this server process (two tabs do not fight for two cores),
-    held one PGA layer at a time; a visitor's own request goes before background fill."""
+    """One heavy computation at a time in this server process (two tabs do not fight for two cores).
+
+    Requests go by priority: a visitor's preview, then a visitor's exact run, then background fill. The
+    holder of long work steps aside at each ``pause`` (handed out by :meth:`hold`; the PGA engine calls it
+    between layers and every few subspaces) while a more urgent request waits, then carries on where it
+    was: a preview waits for a few subspaces of other work at most. While a visitor's page is being drawn
+    (:meth:`quiet`), exact and background work step aside too, so that the page and the browser drawing it
+    have the cores."""
+
+    PREVIEW, EXACT, FILL = 0, 1, 2
 
     def __init__(self) -> None:
         self.condition = threading.Condition()
         self.busy = False
-        self.waiting = 0  # requests (not fill) waiting for the gate
+        self.waiting = [0, 0, 0]  # requests waiting, by priority
+        self.quiet_until = 0.0  # time.monotonic() until which only previews run
+
+    def _quiet_left(self, priority: int) -> float:
+        return 0.0 if priority == self.PREVIEW else max(0.0, self.quiet_until - time.monotonic())
+
+    def _take(self, priority: int) -> None:
+        with self.condition:
+            self.waiting[priority] += 1
+            try:
+                while self.busy or any(self.waiting[:priority]) or self._quiet_left(priority):
+                    self.condition.wait(timeout=self._quiet_left(priority) or None)
+            finally:
+                self.waiting[priority] -= 1
+            self.busy = True
+
+    def _give_back(self) -> None:
+        with self.condition:
+            self.busy = False
+            self.condition.notify_all()
+
+    def _pause(self, priority: int) -> None:
+        with self.condition:
+            urgent = any(self.waiting[:priority]) or self._quiet_left(priority)
+        if urgent:
+            self._give_back()
+            self._take(priority)
 
     @contextlib.contextmanager
-    def hold(self, background: bool = False):
-        with self.condition:
-            self.waiting += not background
-            try:
-                self.condition.wait_for(lambda: not self.busy and (not background or self.waiting == 0))
-            finally:
-                self.waiting -= not background
-            self.busy = True
+    def hold(self, priority: int):
+        """Hold the gate at ``priority``; the value is the holder's ``pause()``."""
+        self._take(priority)
         try:
-            yield
+            yield lambda: self._pause(priority)
         finally:
-            with self.condition:
-                self.busy = False
-                self.condition.notify_all()
+            self._give_back()
+
+    def quiet(self, seconds: float) -> None:
+        """Only previews run for the next ``seconds`` (from now: a later call shortens or extends it)."""
+        with self.condition:
+            self.quiet_until = time.monotonic() + seconds
+            self.condition.notify_all()
 
 
 @st.cache_resource
 def gate() -> Gate:
     return Gate()
+
+
+DRAWING_SECONDS = 10.0  # a page run starting: exact and background work wait until it is drawn, this long at most
+RENDERING_SECONDS = 1.0  # a page drawn: they wait while the browser renders it (~0.3-0.9 s in chromium, 2 cores)
+
+
+def page_started() -> None:
+    """A visitor's page run began (the sidebar calls this): the page gets the cores until it is drawn."""
+    gate().quiet(DRAWING_SECONDS)
+
+
+def page_drawn() -> None:
+    """The visible part of the page is drawn; exact and background work start once the browser has drawn it."""
+    gate().quiet(RENDERING_SECONDS)
+
+
+def _slot(priority: int, bar: Bar | None = None):
+    """The gate at ``priority`` as the library's ``slot``; its pause also re-sends ``bar`` (a Streamlit call,
+    where a run superseded by a newer move is stopped at once instead of at the end of its layer)."""
+    @contextlib.contextmanager
+    def slot():
+        with gate().hold(priority) as step_aside:
+            def pause() -> None:
+                if bar is not None:
+                    bar.touch()
+                step_aside()
+
+            yield pause
+
+    return slot
 
 
 def _settings(loaded: LoadedModel, view: ViewState, k: int | None, ccrs: tuple[int, ...] | None):
@@ -200,16 +273,15 @@ def stored_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
 
 def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
                 ccrs: tuple[int, ...] | None = None) -> PGARun:
-    """The preview (``preview_settings``: pairs inside blocks of 64 tokens, a second or two on a laptop CPU);
-    on a GPU the exact run itself. Through the gate: the layer that stale work (Streamlit starts the new
-    run while the old one finishes its layer) or background fill is computing ends first, then the
-    preview has the cores to itself."""
+    """The preview (``preview_settings``: a second or so on a laptop CPU; at once when the background fill
+    previewed it already); on a GPU the exact run itself. Through the gate first of all: other work steps
+    aside within a few subspaces."""
     if not needs_preview(view.device):
         return pga(view, loaded, k, ccrs)
     settings = preview_settings(_settings(loaded, view, k, ccrs), view.device)
     with st.spinner("Preview ..."):
         return analyses.model_pga(loaded, corpus(view), view.sampling, settings, compute=view.compute,
-                                  states=states(view, loaded), slot=gate().hold)
+                                  states=states(view, loaded), slot=_slot(Gate.PREVIEW))
 
 
 def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
@@ -221,12 +293,12 @@ def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[
     label = f"{'Filling in' if background else 'Exact'}: k = {settings.ks[0]}, CCR {', '.join(map(str, settings.ccrs))}"
     with Bar(label) as bar:
         return analyses.model_pga(loaded, corpus(view), view.sampling, settings, layers, view.compute, bar,
-                                  states=states(view, loaded), slot=lambda: gate().hold(background))
+                                  states=states(view, loaded), slot=_slot(Gate.FILL if background else Gate.EXACT, bar))
 
 
-def _adjacent_k(grid: tuple[int, ...], k: int, ccr: int) -> list[tuple[int, int]]:
+def _adjacent_k(grid: tuple[int, ...], k: int, ccr: int, steps: int = 1) -> list[tuple[int, int]]:
     index = grid.index(k) if k in grid else 0
-    return [(grid[i], ccr) for i in (index - 1, index + 1) if 0 <= i < len(grid)]
+    return [(grid[i], ccr) for i in (index - steps, index + steps) if 0 <= i < len(grid)]
 
 
 def neighbours(grid: tuple[int, ...], k: int, ccr: int) -> list[tuple[int, int]]:
@@ -234,31 +306,41 @@ def neighbours(grid: tuple[int, ...], k: int, ccr: int) -> list[tuple[int, int]]
     return list(dict.fromkeys(_adjacent_k(grid, k, ccr) + [(k, c) for c in (0, 1, 5, 10) if c != ccr]))
 
 
-def steps(grid: tuple[int, ...], k: int, ccr: int, deepest: int = 10) -> list[tuple[int, int]]:
-    """One step of either slider from (k, CCR): the adjacent k on the grid, then CCR depth - 1 and + 1."""
-    return _adjacent_k(grid, k, ccr) + [(k, c) for c in (ccr - 1, ccr + 1) if 0 <= c <= deepest]
+def along_sliders(grid: tuple[int, ...], k: int, ccr: int, reach: int | None = None,
+                  deepest: int = 10) -> list[tuple[int, int]]:
+    """Every setting one slider move from (k, CCR), nearest first: at each number of steps the k on either
+    side on the grid, then CCR depth - steps and + steps; ``reach``: that many steps at most."""
+    reach = max(len(grid), deepest + 1) if reach is None else reach
+    return [setting for steps in range(1, reach + 1) for setting in
+            _adjacent_k(grid, k, ccr, steps) + [(k, c) for c in (ccr - steps, ccr + steps) if 0 <= c <= deepest]]
 
 
-def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]],
-         previewed: list[tuple[int, int]] = ()) -> None:
-    """After the page is drawn: ready each layer's PCA, preview the ``previewed`` settings (one slider step
-    away) into memory layer by layer, so that such a move draws its preview at once, then compute the
-    ``wanted`` settings into the disk cache one after another, with a line saying what is ready. Any move
-    of a widget stops it (the page reruns); a failure is one warning and leaves every finished layer in
-    the cache, nothing half-written."""
+def preview_ahead(view: ViewState, loaded: LoadedModel, previewed: list[tuple[int, int]]) -> None:
+    """Ready each layer's PCA, then preview the ``previewed`` settings (:func:`along_sliders`) into memory as
+    background work, so that a move there draws its preview at once. Any move of a widget stops it (the page
+    reruns); a failure is one warning."""
     if demo_mode():  # a public instance spends no CPU on what nobody asked for
         return
     with Bar("Preparing the layers for quick previews") as bar:  # each layer's PCA, once per server process
         analyses.warm_pga(loaded, corpus(view), view.sampling, _settings(loaded, view, None, None), view.compute,
-                          bar, states=states(view, loaded), slot=lambda: gate().hold(background=True))
-    if needs_preview(view.device) and previewed:
-        with Bar("Previewing one slider step away") as bar:
-            n_layers = states(view, loaded).value.n_layers
-            for number, (k, c) in enumerate(previewed):
-                for layer in range(n_layers):  # one layer per hold: a visitor's move never waits long
-                    bar("Previewing one slider step away", number * n_layers + layer, len(previewed) * n_layers)
-                    if not _background(k, c, _preview_layer, view, loaded, k, c, layer):
-                        return
+                          bar, states=states(view, loaded), slot=_slot(Gate.FILL, bar))
+    if not needs_preview(view.device):
+        return
+    with Bar("Previewing along the sliders") as bar:
+        for number, (k, c) in enumerate(previewed):
+            bar("Previewing along the sliders", number, len(previewed))
+            settings = preview_settings(_settings(loaded, view, k, (c,)), view.device)
+            if not _background(k, c, analyses.model_pga, loaded, corpus(view), view.sampling, settings,
+                               compute=view.compute, states=states(view, loaded), slot=_slot(Gate.FILL, bar)):
+                return
+
+
+def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> None:
+    """After the page is drawn: compute the ``wanted`` settings into the disk cache one after another as
+    background work, with a line saying what is ready. Any move of a widget stops it (the page reruns); a
+    failure is one warning and leaves every finished layer in the cache, nothing half-written."""
+    if demo_mode():
+        return
     status = st.empty()
     ready = {(k, c): stored_pga(view, loaded, k, (c,)) is not None for k, c in wanted}
 
@@ -272,13 +354,6 @@ def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]],
             return
         ready[k, c] = True
         show()
-
-
-def _preview_layer(view: ViewState, loaded: LoadedModel, k: int, ccr: int, layer: int) -> None:
-    """One layer's preview at (k, CCR), remembered in memory for the move that asks it (background)."""
-    settings = preview_settings(_settings(loaded, view, k, (ccr,)), view.device)
-    analyses.model_pga(loaded, corpus(view), view.sampling, settings, [layer], view.compute,
-                       states=states(view, loaded), slot=lambda: gate().hold(background=True))
 
 
 def _background(k: int, ccr: int, work: Callable, *args, **kwargs) -> bool:
@@ -394,7 +469,7 @@ def preview_token_map(view: ViewState, loaded: LoadedModel, layer: int, ccr: int
 
 def token_map(view: ViewState, loaded: LoadedModel, layer: int, ccr: int) -> TokenMapRun:
     """The UMAP (cached on disk), computed through the gate: one heavy computation at a time."""
-    with st.spinner("Computing the token map (UMAP) ..."), gate().hold():
+    with st.spinner("Computing the token map (UMAP) ..."), gate().hold(Gate.EXACT):
         return analyses.model_token_map(loaded, corpus(view), view.sampling, layer, ccr, compute=view.compute)
 
 

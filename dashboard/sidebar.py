@@ -11,7 +11,7 @@ from analysis.errors import InputError
 from analysis.models.builtin import BUILTIN_NAME
 from analysis.models.refs import KNOWN_MODELS
 from analysis.storage.paths import restrict_to
-from dashboard.compute import checkpoints
+from dashboard.compute import checkpoints, page_started
 from dashboard.routing import route_through_app
 from dashboard.view import ViewState, demo_mode, n_choices, query_value, seed_limit, server_roots, upload_limit_mb
 
@@ -110,6 +110,7 @@ def _corpus_picker(start: str) -> str:
 
 def sidebar() -> ViewState:
     """Draw the shared sidebar and return the chosen state (also written back to the URL)."""
+    page_started()
     route_through_app()
     restrict_to(server_roots())
     defaults = ViewState()

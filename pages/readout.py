@@ -67,9 +67,12 @@ with compute.friendly_errors():
 chart(figures.readout_spectrum(basis.singular_values, k), spectrum_table(basis), "readout-spectrum")
 view_state_button(view, k=k, ccr=ccr, layer=layer)
 
-if any(r.preview for r in runs):  # the exact runs, one layer at a time; a newer move stops them
+compute.page_drawn()
+if any(r.preview for r in runs):  # the next step's previews, then the exact runs; a newer move stops them
+    compute.preview_ahead(view, loaded, compute.along_sliders(grid, k, ccr, reach=1))
     with compute.friendly_errors():
         for wanted in asked_for:
             compute.pga(view, loaded, *wanted)
     st.rerun()
-compute.fill(view, loaded, compute.neighbours(grid, k, ccr), compute.steps(grid, k, ccr))
+compute.preview_ahead(view, loaded, compute.along_sliders(grid, k, ccr))  # one step away first, then the rest
+compute.fill(view, loaded, compute.neighbours(grid, k, ccr))

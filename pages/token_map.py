@@ -24,6 +24,7 @@ with compute.friendly_errors():  # the stored UMAP, else the PC plane now and th
 chart(mapped.figure(colour_by), mapped.table(), "token-map", mapped.describe())
 view_state_button(view, layer=layer, ccr=ccr)
 if mapped.preview:
+    compute.page_drawn()
     with compute.friendly_errors():
         compute.token_map(view, loaded, layer, ccr)
     st.rerun()

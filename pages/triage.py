@@ -34,6 +34,7 @@ if exact is None:  # first answer: the curve's shape at once, then the exact cur
     with compute.friendly_errors():
         preview = compute.preview_pga(view, loaded)
     chart(preview.z_figure(), preview.table(), "triage-z-preview", preview.describe() + ".")
+    compute.page_drawn()
     with compute.friendly_errors():
         compute.pga(view, loaded)
     st.rerun()

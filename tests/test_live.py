@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from analysis.data.corpus import Sampling, builtin_corpus
-from analysis.geometry.pga import pga_sweep
+from analysis.geometry.pga import null_bases, pga_sweep
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.runs import analyses, pipeline
@@ -27,6 +27,14 @@ def tolerance(preview, exact) -> float:
                for p, e in zip(preview, exact, strict=True))
 
 
+def interval_gap(preview, exact) -> float:
+    """The largest gap between the preview's and the exact z's 95 % intervals (0 where they overlap): each
+    interval is the spread of z over its own null draws, so a preview on fewer draws is consistent with the
+    exact curve when the two overlap."""
+    return max(max(p.z_interval[0] - e.z_interval[1], e.z_interval[0] - p.z_interval[1], 0.0)
+               for p, e in zip(preview, exact, strict=True))
+
+
 @pytest.mark.parametrize("make", [planted_readout, masked_readout])
 def test_the_preview_agrees_with_the_exact_curve_on_planted_data(make):
     states, w_u = make(n=400, seed=3)
@@ -34,10 +42,13 @@ def test_the_preview_agrees_with_the_exact_curve_on_planted_data(make):
     settings = pga_settings(w_u.shape[1], (8,), (0, 1))
     exact = pga_sweep(layers, readout_basis(w_u), settings)
     preview = pga_sweep(layers, readout_basis(w_u), preview_settings(settings))
-    assert all(p.n_pairs == 6 * 64 * 63 // 2 < e.n_pairs and len(p.null) == len(e.null)  # 6 blocks of 64 tokens
-               for p, e in zip(preview, exact, strict=True))
-    assert tolerance(preview, exact) < 0.2
+    assert all(p.n_pairs == 3 * 128 * 127 // 2 < e.n_pairs and len(p.null) == 30 < len(e.null) == 100
+               for p, e in zip(preview, exact, strict=True))  # 3 blocks of 128 tokens, the first 30 null draws
+    assert interval_gap(preview, exact) == 0
     assert [np.sign(p.z) for p in preview] == [np.sign(e.z) for e in exact]  # planted structure found by both
+    assert all(abs(p.z) > 3 for p in preview)
+    first = null_bases(w_u.shape[1], 8, 30, settings.seed)
+    assert np.array_equal(first, null_bases(w_u.shape[1], 8, 100, settings.seed)[:30])  # the exact's first 30 draws
 
 
 def test_the_preview_agrees_with_the_exact_curve_on_a_tiny_model(neox_folder, tmp_path):
@@ -101,28 +112,62 @@ def test_previews_remembered_layer_by_layer_make_the_next_move_instant(monkeypat
     assert len(pipeline._previews) == 2  # memory stays bounded
 
 
-def test_one_heavy_computation_at_a_time_and_requests_before_fill():
+def test_one_heavy_computation_at_a_time_previews_first_then_requests_then_fill():
     from dashboard.compute import Gate
 
     gate, spans, order = Gate(), [], []
 
-    def work(name: str, background: bool, delay: float):
+    def work(name: str, priority: int, delay: float):
         time.sleep(delay)
-        with gate.hold(background):
+        with gate.hold(priority):
             start = time.perf_counter()
             order.append(name)
-            time.sleep(0.6)
+            time.sleep(0.4)
             spans.append((start, time.perf_counter()))
 
     threads = [threading.Thread(target=work, args=args) for args in
-               (("fill-1", True, 0), ("fill-2", True, 0.1), ("request", False, 0.25))]
+               (("fill-1", Gate.FILL, 0), ("fill-2", Gate.FILL, 0.05), ("exact", Gate.EXACT, 0.1),
+                ("preview", Gate.PREVIEW, 0.15))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     spans.sort()
     assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
-    assert order == ["fill-1", "request", "fill-2"]  # the visitor's request overtakes the waiting fill
+    assert order == ["fill-1", "preview", "exact", "fill-2"]  # the visitor's requests overtake the waiting fill
+
+
+def test_long_work_steps_aside_for_a_preview_at_its_next_pause_and_carries_on():
+    from dashboard.compute import Gate
+
+    gate, events = Gate(), []
+
+    def exact():
+        with gate.hold(Gate.EXACT) as pause:
+            for step in range(20):
+                events.append(("exact", step, time.perf_counter()))
+                time.sleep(0.05)  # a few subspaces of work
+                pause()
+
+    def preview():
+        time.sleep(0.3)
+        asked = time.perf_counter()
+        with gate.hold(Gate.PREVIEW):
+            events.append(("preview", asked, time.perf_counter()))
+            time.sleep(0.2)
+            events.append(("preview done", asked, time.perf_counter()))
+
+    threads = [threading.Thread(target=exact), threading.Thread(target=preview)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    names = [e[0] for e in events]
+    (_, asked, started), (_, _, done) = events[names.index("preview")], events[names.index("preview done")]
+    assert started - asked < 0.15  # within one step of work, not after the whole layer (1 s)
+    during = [e for e in events if e[0] == "exact" and started <= e[2] <= done]
+    assert not during  # the exact work waited while the preview ran
+    assert [e[1] for e in events if e[0] == "exact"] == list(range(20))  # and then carried on, nothing lost
 
 
 def test_the_page_shows_the_exact_curve_and_fills_in_the_neighbours(tiny_models):
@@ -134,7 +179,7 @@ def test_the_page_shows_the_exact_curve_and_fills_in_the_neighbours(tiny_models)
     assert "k = 2, CCR-1 ✓" in ready and "k = 8, CCR-1 ✓" in ready and "k = 4, CCR-10 ✓" in ready
 
 
-def test_the_page_previews_one_slider_step_away_in_memory(tiny_models, monkeypatch):
+def test_the_page_previews_every_setting_along_both_sliders_in_memory(tiny_models, monkeypatch):
     from dashboard import compute
 
     model = tiny_models[("gpt_neox", False)]
@@ -144,7 +189,7 @@ def test_the_page_previews_one_slider_step_away_in_memory(tiny_models, monkeypat
     loaded = analyses.open_model(view.choice, CPU)
     states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
     monkeypatch.setattr(pipeline, "pga_sweep", None)  # anything computed now would fail
-    for k, ccr in compute.steps(k_grid(32), 8, 2):
+    for k, ccr in compute.along_sliders(k_grid(32), 8, 2):
         settings = preview_settings(pga_settings(32, (k,), (ccr,), seed=11))
         run = analyses.model_pga(loaded, builtin_corpus(), view.sampling, settings, compute=CPU, states=states)
         assert run.preview and len(run.results) == states.value.n_layers
@@ -156,10 +201,10 @@ def test_a_failing_fill_says_so_and_leaves_nothing_half_written(tiny_models, mon
     model = tiny_models[("llama", True)]
     real = pipeline.pga_sweep
 
-    def out_of_memory_for_k2(states, basis, settings, *args):
+    def out_of_memory_for_k2(states, basis, settings, *args, **kwargs):
         if settings.ks == (2,):
             raise MemoryError("no room for k = 2")
-        return real(states, basis, settings, *args)
+        return real(states, basis, settings, *args, **kwargs)
 
     monkeypatch.setattr(pipeline, "pga_sweep", out_of_memory_for_k2)
     app = run_page("pages/readout.py", model=model, n_tokens=128, k=4, seed=7)  # a seed no other test fills

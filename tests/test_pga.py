@@ -7,11 +7,12 @@ from scipy.spatial.distance import pdist
 from analysis.errors import InputError
 from analysis.geometry.ccr import fit_pca, remove_components
 from analysis.geometry.pga import PGASettings, null_bases, pga_sweep, sample_pairs
-from analysis.geometry.ranks import centred_ranks, sort_rows, spearman_many
+from analysis.geometry.ranks import centred_ranks, centred_ranks_quantised, sort_rows, spearman_many, spearman_quantised
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.runs.pipeline import cached_pga
 from analysis.storage.cache import ResultCache
+from analysis.storage.codec import decode, encode
 
 FAST = dict(n_null=30, n_bootstrap=200)
 
@@ -129,6 +130,27 @@ def test_vectorised_spearman_equals_scipy_with_and_without_ties():
             np.testing.assert_allclose(ours, expected, atol=1e-12)
 
 
+def test_16_bit_ranks_give_spearman_to_a_millionth_with_ties_and_constant_rows():
+    rng = np.random.default_rng(2)
+    reference = rng.standard_normal(30000)
+    rows = np.tanh(0.3 * (reference + rng.standard_normal((7, 30000)) * np.linspace(0.1, 4, 7)[:, None]))
+    rows[1, :500] = rows[1, 500:1000]  # exact ties (duplicate tokens give equal similarities)
+    rows[2] = np.round(rows[2], 2)  # heavy ties
+    rows[3] = -rows[3]  # anti-correlated
+    rows[4] = 0.5  # constant
+    typed = torch.tensor(rows, dtype=torch.float32)
+    reference_ranks = centred_ranks(torch.tensor(reference, dtype=torch.float32))
+    exact = spearman_many(reference_ranks, typed).numpy()
+    quantised = spearman_quantised(reference_ranks, typed).numpy()
+    expected = [scipy.stats.spearmanr(reference, r).statistic for r in typed.double().numpy()[[0, 1, 2, 3, 5, 6]]]
+    np.testing.assert_allclose(quantised[[0, 1, 3, 5, 6]], np.delete(expected, 2), atol=2e-6)
+    assert abs(quantised[2] - expected[2]) < 2e-3  # rounded to 0.01: ties broken by position, not averaged
+    assert np.isnan(quantised[4]) and np.isnan(exact[4])
+    assert quantised[3] < -0.3 < 0.9 < quantised[0]
+    both = spearman_quantised(centred_ranks_quantised(torch.tensor(reference, dtype=torch.float32)), typed).numpy()
+    np.testing.assert_allclose(both[[0, 1, 3, 5, 6]], np.delete(expected, 2), atol=2e-6)  # the reference by 16 bits too
+
+
 def test_key_sort_orders_like_a_stable_sort_with_signed_zeros_and_ties():
     rng = np.random.default_rng(1)
     rows = torch.tensor(rng.standard_normal((19, 3001)), dtype=torch.float32)  # 19: a ragged last task
@@ -219,8 +241,43 @@ def test_remembered_pcas_are_the_ones_a_sweep_uses(monkeypatch, ccr_fit):
     engine._pcas.clear()
     fits = []
     monkeypatch.setattr(engine, "fit_pca", lambda x: fits.append(len(x)) or fit_pca(x))
-    engine.remember_pcas(layers, settings)
+    stored = [engine.fit_layer_pca(layers, layer, settings) for layer in range(3)]
     assert len(fits) == 3
     warm = pga_sweep(layers, readout_basis(w_u), settings)
     assert len(fits) == (3 if ccr_fit == "same" else 6)  # no PCA refitted ("half": each layer's scored rows' spectrum)
     assert [r.z for r in warm] == [r.z for r in cold] and [r.rankme for r in warm] == [r.rankme for r in cold]
+    engine._pcas.clear()  # a new process: the stored PCAs, through the cache's codec, instead of fitting
+    assert all(engine.remember_fitted(layers, layer, settings, decode(encode(fitted)))
+               for layer, fitted in enumerate(stored))
+    assert not engine.remember_fitted(layers, 0, settings, stored[1])  # another layer's rows: not taken
+    fits.clear()
+    restored = pga_sweep(layers, readout_basis(w_u), settings)
+    assert len(fits) == (0 if ccr_fit == "same" else 3)
+    assert [r.z for r in restored] == [r.z for r in cold] and [r.pc1_angle_deg for r in restored] == [
+        r.pc1_angle_deg for r in cold]
+
+
+def test_a_restarted_process_reads_the_layers_pcas_from_the_disk_cache(tmp_path, monkeypatch):
+    from analysis.geometry import pga as engine
+    from analysis.runs import pipeline
+
+    states, w_u = planted_readout(n=90, seed=12)
+    layers = np.stack([states, states * 3 - 1])
+    basis, settings = readout_basis(w_u), PGASettings(ks=(8,), ccrs=(2,), n_null=5, n_bootstrap=10)
+    first = cached_pga(layers, {"id": "restart"}, basis, {"id": "w"}, settings, [0, 1], cache=ResultCache(tmp_path))
+    monkeypatch.setattr(pipeline, "_pcas_ready", set())
+    engine._pcas.clear()
+    fits = []
+    monkeypatch.setattr(engine, "fit_pca", lambda x: fits.append(len(x)) or fit_pca(x))
+    other = PGASettings(ks=(4,), ccrs=(2,), n_null=5, n_bootstrap=10)  # a new k: computed, on stored PCAs
+    again = cached_pga(layers, {"id": "restart"}, basis, {"id": "w"}, other, [0, 1], cache=ResultCache(tmp_path))
+    assert fits == [] and [r.pc1_angle_deg for r in again] != [] and [r.rankme for r in again] == [
+        r.rankme for r in first]
+    monkeypatch.setattr(pipeline, "_pcas_ready", set())
+    engine._pcas.clear()
+    changed = layers * 2.0  # a spec reused for other states: the stored PCAs are not theirs, so they are fitted
+    pipeline.ready_pcas(changed, {"id": "restart"}, other, cache=ResultCache(tmp_path))
+    assert len(fits) == 2
+    remembered = pga_sweep(changed, basis, other)
+    engine._pcas.clear()
+    assert [r.rankme for r in remembered] == [r.rankme for r in pga_sweep(changed, basis, other)]  # theirs, refitted

@@ -19,9 +19,10 @@ inside V_k, the share of the total variance inside V_k, and the spectral metrics
 states (``analysis.geometry.spectral``).
 
 Option ``ccr_fit="half"``: the mean and components are fitted on a seeded random half of the
-tokens, and everything is scored on the other half (N halves). Option ``projection="bfloat16"``:
-``H V`` for every subspace is multiplied in bfloat16 (4x faster where the CPU has bfloat16 arithmetic),
-for previews.
+tokens, and everything is scored on the other half (N halves). For previews: ``projection="bfloat16"``
+multiplies ``H V`` for every subspace in bfloat16 (4x faster where the CPU has bfloat16 arithmetic), and
+``ranks="16-bit"`` ranks the similarities by their 16-bit quantised values
+(``analysis.geometry.ranks.spearman_quantised``: rho to ~1e-6, a radix sort instead of a key sort).
 
 Each layer's principal components are kept in memory (a few MB, keyed by the states' bytes), so a
 new k or CCR depth on states seen before skips the PCA.
@@ -43,7 +44,7 @@ import torch
 
 from analysis.errors import InputError, require
 from analysis.geometry.ccr import PCA, fit_pca, remove_components
-from analysis.geometry.ranks import centred_ranks, spearman_many
+from analysis.geometry.ranks import centred_ranks, centred_ranks_quantised, spearman_many, spearman_quantised
 from analysis.geometry.readout import ReadoutBasis
 from analysis.geometry.spectral import spectral_metrics
 from analysis.models.devices import pick_device
@@ -51,6 +52,8 @@ from analysis.progress import Progress, report
 from analysis.storage.codec import storable
 
 MEMORY_BUDGET_BYTES = 512 * 2**20
+BATCHED_FROM_K = 128  # the projection's faster form on 2 cores: one wide matmul below, a batched one from here
+CHUNK_SUBSPACES = 16  # subspaces correlated at a time: a pause point every ~0.1 s of an exact layer on 2 cores
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class PGASettings:
     max_pairs: int | None = None
     pair_blocks: int | None = None
     projection: str = "float32"
+    ranks: str = "exact"
     ccr_fit: str = "same"
     n_pcs: int = 10
     alpha_fit: tuple[int, int] = (1, 100)
@@ -82,10 +86,16 @@ class PGASettings:
         require(self.max_pairs is None or self.pair_blocks is None, "Give max_pairs or pair_blocks, not both.")
         require(self.projection in ("float32", "bfloat16"),
                 f"projection must be 'float32' or 'bfloat16'; got {self.projection!r}.")
+        require(self.ranks in ("exact", "16-bit"), f"ranks must be 'exact' or '16-bit'; got {self.ranks!r}.")
 
     @property
     def spec(self) -> dict:
-        return {**asdict(self), "ks": list(self.ks), "ccrs": list(self.ccrs), "alpha_fit": list(self.alpha_fit)}
+        """The settings as plain JSON, for cache keys. ``ranks`` appears only when not exact, so the keys of
+        exact results stay those they had before previews could rank by 16 bits."""
+        spec = {**asdict(self), "ks": list(self.ks), "ccrs": list(self.ccrs), "alpha_fit": list(self.alpha_fit)}
+        if self.ranks == "exact":
+            del spec["ranks"]
+        return spec
 
 
 class NullMoments:
@@ -237,21 +247,33 @@ def _similarities(points: torch.Tensor, block: int, flat: torch.Tensor) -> torch
     return gram.reshape(len(points), -1).index_select(1, flat)
 
 
-def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, design: PairDesign) -> np.ndarray:
+def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, design: PairDesign, ranks: str = "exact",
+                   pause: Callable[[], None] | None = None) -> np.ndarray:
     """Spearman rho of full-space vs projected similarities for each basis in ``bases`` ``[m, d, k]``
-    (bfloat16 bases: the projection is multiplied in bfloat16, the rest in float32)."""
+    (bfloat16 bases: the projection is multiplied in bfloat16, the rest in float32; ``ranks="16-bit"``: the
+    similarities ranked by their 16-bit quantised values, :func:`spearman_quantised`). ``pause`` is called between chunks of
+    at most ``CHUNK_SUBSPACES`` subspaces."""
     if design.block != len(corrected):  # blocks: the tokens in block order, each block consecutive
         corrected = corrected[torch.as_tensor(design.order, device=corrected.device)]
     n, d = corrected.shape
     m, _, k = bases.shape
     flat = torch.as_tensor(design.flat, device=corrected.device)
-    full = centred_ranks(_similarities(corrected[None], design.block, flat)[0])
-    projected = (corrected.to(bases.dtype) @ bases.permute(1, 0, 2).reshape(d, m * k)).float()
-    projected = projected.reshape(n, m, k).permute(1, 0, 2).contiguous()  # [m, n, k]: 3x faster Grams after
+    rank = centred_ranks_quantised if ranks == "16-bit" else centred_ranks
+    full = rank(_similarities(corrected[None], design.block, flat)[0])
+    points = corrected.to(bases.dtype)
+    if k >= BATCHED_FROM_K:  # one batched matmul straight into [m, n, k]
+        projected = torch.matmul(points[None], bases).float()
+    else:  # one wide matmul, then [m, n, k] (3x faster Grams after)
+        projected = (points @ bases.permute(1, 0, 2).reshape(d, m * k)).float()
+        projected = projected.reshape(n, m, k).permute(1, 0, 2).contiguous()
     per_subspace = n * design.block * 4 + design.n_pairs * 28
-    chunk = max(1, MEMORY_BUDGET_BYTES // per_subspace)
-    rhos = [spearman_many(full, _similarities(projected[i:i + chunk], design.block, flat))
-            for i in range(0, m, chunk)]
+    chunk = max(1, min(CHUNK_SUBSPACES, MEMORY_BUDGET_BYTES // per_subspace))
+    correlate = spearman_quantised if ranks == "16-bit" else spearman_many
+    rhos = []
+    for start in range(0, m, chunk):
+        if start and pause is not None:
+            pause()
+        rhos.append(correlate(full, _similarities(projected[start:start + chunk], design.block, flat)))
     return torch.cat(rhos).cpu().numpy()
 
 
@@ -265,11 +287,21 @@ def _pca_bytes(pca: PCA) -> int:
     return sum(t.element_size() * t.nelement() for t in (pca.mean, pca.components, pca.variances))
 
 
+def _pca_key(states: torch.Tensor) -> tuple:
+    return (hashlib.blake2b(states.contiguous().cpu().numpy(), digest_size=16).digest(), tuple(states.shape),
+            str(states.dtype), str(states.device))
+
+
+def _evict() -> None:
+    """Least recently used first out, to ``PCA_MEMORY_BYTES`` (call with ``_pcas_lock`` held)."""
+    while sum(_pca_bytes(p) for p in _pcas.values()) > PCA_MEMORY_BYTES and len(_pcas) > 1:
+        _pcas.popitem(last=False)
+
+
 def layer_pca(states: torch.Tensor, needed: int) -> PCA:
     """``fit_pca(states)`` with at least ``needed`` components, remembered (the top ``max(needed, 32)``
     components, every variance) by the states' bytes and device, least recently used first out."""
-    key = (hashlib.blake2b(states.contiguous().cpu().numpy(), digest_size=16).digest(), tuple(states.shape),
-           str(states.dtype), str(states.device))
+    key = _pca_key(states)
     with _pcas_lock:
         pca = _pcas.get(key)
         if pca is not None and pca.components.shape[1] >= min(needed, pca.variances.numel()):
@@ -279,26 +311,50 @@ def layer_pca(states: torch.Tensor, needed: int) -> PCA:
     kept = PCA(full.mean, full.components[:, :max(needed, PCA_KEPT)].contiguous(), full.variances)
     with _pcas_lock:
         _pcas[key] = kept
-        while sum(_pca_bytes(p) for p in _pcas.values()) > PCA_MEMORY_BYTES and len(_pcas) > 1:
-            _pcas.popitem(last=False)
+        _evict()
     return kept
 
 
-def remember_pcas(states: np.ndarray, settings: PGASettings, layers: list[int] | None = None, device: str = "auto",
-                  progress: Progress | None = None, slot: Callable[[], AbstractContextManager] = nullcontext) -> None:
-    """Fit each layer's PCA as :func:`pga_sweep` does (the same fit rows), into ``layer_pca``'s memory, so
-    that the next sweep or preview of these states starts warm (the PCA is ~40 % of a preview's time).
-    ``slot``: held while each layer is fitted."""
-    states = validate_states(states, None, layers)
+@storable
+@dataclass(frozen=True)
+class FittedPCA:
+    """One layer's PCA as :func:`pga_sweep` fits it (the top ``PCA_KEPT`` components, every variance), to be
+    stored beside the hidden states: the digest of the rows it was fitted on, a mean ``[d]``, components
+    ``[d, r]`` and variances ``[v]``."""
+
+    digest: str
+    mean: np.ndarray
+    components: np.ndarray
+    variances: np.ndarray
+
+
+def fit_layer_pca(states: np.ndarray, layer: int, settings: PGASettings, device: str = "auto") -> FittedPCA:
+    """Layer ``layer``'s PCA of ``states`` ``[L, N, d]`` (the rows :func:`pga_sweep` fits on), remembered in
+    memory as the sweep would (so the next sweep or preview of these states starts warm: the PCA is ~40 % of
+    a preview's time), as arrays to store."""
+    rows = _fit_rows(states, layer, settings, device)
+    pca = layer_pca(rows, max(PCA_KEPT, settings.n_pcs, *settings.ccrs))
+    return FittedPCA(_pca_key(rows)[0].hex(), *(t.cpu().numpy() for t in (pca.mean, pca.components, pca.variances)))
+
+
+def remember_fitted(states: np.ndarray, layer: int, settings: PGASettings, fitted: FittedPCA,
+                    device: str = "auto") -> bool:
+    """Put a stored PCA (:func:`fit_layer_pca` of these states, layer and settings) into ``layer_pca``'s memory;
+    False, and nothing remembered, when the rows are not the ones it was fitted on."""
+    rows = _fit_rows(states, layer, settings, device)
+    key = _pca_key(rows)
+    if key[0].hex() != fitted.digest:
+        return False
+    with _pcas_lock:
+        _pcas[key] = PCA(*(torch.as_tensor(a, device=rows.device) for a in
+                           (fitted.mean, fitted.components, fitted.variances)))
+        _evict()
+    return True
+
+
+def _fit_rows(states: np.ndarray, layer: int, settings: PGASettings, device: str) -> torch.Tensor:
     fit_rows, _ = _split(states.shape[1], settings.ccr_fit, settings.seed)
-    torch_device = pick_device(device)
-    chosen = list(range(len(states))) if layers is None else [int(i) % len(states) for i in layers]
-    for done, layer in enumerate(chosen):
-        report(progress, "Preparing layers", done, len(chosen))
-        x = torch.as_tensor(states[layer], device=torch_device)
-        with slot():
-            layer_pca(x[fit_rows], max(settings.n_pcs, *settings.ccrs))
-    report(progress, "Preparing layers", len(chosen), len(chosen))
+    return torch.as_tensor(states[layer], device=pick_device(device))[fit_rows]
 
 
 def _zscore(rho: float, null: np.ndarray) -> np.ndarray:
@@ -333,12 +389,14 @@ def _split(n: int, how: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
               layers: list[int] | None = None, device: str = "auto",
-              progress: Progress | None = None) -> list[LayerPGA]:
+              progress: Progress | None = None, pause: Callable[[], None] | None = None) -> list[LayerPGA]:
     """PGA for every layer in ``layers`` x k in ``settings.ks`` x CCR depth in ``settings.ccrs``.
 
     ``states`` is ``[L, N, d]`` (or ``[N, d]``). Reused across the sweep: each layer's PCA (for all
     CCR depths), each (layer, CCR) full-space ranks (for all k), each k's null bases (for all layers).
-    Returns one :class:`LayerPGA` per (layer, k, ccr), layer-major.
+    ``pause``: called between layers and every few subspaces, where the caller may let more urgent work run
+    first (the dashboard's gate hands the cores to a visitor's preview there). Returns one :class:`LayerPGA` per
+    (layer, k, ccr), layer-major.
     """
     layers = None if layers is None else [int(i) for i in layers]
     states = validate_states(states, basis.d, layers)
@@ -359,7 +417,9 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                                  projection, torch_device) for k in settings.ks}
     readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
-    for layer in layers:
+    for number, layer in enumerate(layers):
+        if number and pause is not None:
+            pause()
         layer = layer % n_layers
         x = torch.as_tensor(states[layer], device=torch_device)
         try:
@@ -376,7 +436,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
             corrected32 = corrected.to(torch.float32)
             for k in settings.ks:
                 report(progress, "PGA by layer", done, total)
-                rhos = _subspace_rhos(corrected32, candidates[k], design)
+                rhos = _subspace_rhos(corrected32, candidates[k], design, settings.ranks, pause)
                 rho, null = float(rhos[0]), rhos[1:]
                 angles, shares = _angles(pca.components, readouts[k], settings.n_pcs)
                 # sum_i lambda_i ||V_k^T u_i||^2 = trace(V_k^T C V_k) = ||H_c V_k||_F^2 / (n_fit - 1)

@@ -31,6 +31,16 @@ def pga_rows(results: list[LayerPGA]) -> list[dict]:
              "isotropy": r.isotropy, "condition_number": r.condition_number} for r in results]
 
 
+def preview_words(settings: dict, pairs: str) -> str:
+    """What a preview (``PGASettings.spec``) was computed on: "32,512 pairs inside blocks of 128 tokens,
+    30 null draws, 16-bit ranks, bfloat16 projection"."""
+    words = [pairs + (f" inside blocks of {settings['pair_blocks']} tokens" if settings.get("pair_blocks") else ""),
+             f"{settings['n_null']} null draws"]
+    words += ["16-bit ranks"] if settings.get("ranks") == "16-bit" else []
+    words += ["bfloat16 projection"] if settings.get("projection") == "bfloat16" else []
+    return ", ".join(words)
+
+
 @dataclass(frozen=True)
 class PGARun:
     """Per-layer PGA at every (k, CCR depth) of ``settings``, layer-major, with what it was computed on."""
@@ -54,9 +64,7 @@ class PGARun:
     @property
     def preview_work(self) -> str:
         """What a preview was computed on, in words."""
-        blocks = f" inside blocks of {self.settings.pair_blocks} tokens" if self.settings.pair_blocks else ""
-        projection = ", bfloat16 projection" if self.settings.projection == "bfloat16" else ""
-        return f"{self.n_pairs:,} pairs{blocks}{projection}"
+        return preview_words(self.settings.spec, f"{self.n_pairs:,} pairs")
 
     def at(self, k: int | None = None, ccr: int | None = None) -> list[LayerPGA]:
         """The per-layer results at one (k, CCR depth); the first of each by default."""
@@ -189,9 +197,7 @@ class CheckpointSeries:
     @property
     def preview_work(self) -> str:
         """What a preview was computed on, in words."""
-        settings = self.spec["settings"]
-        projection = ", bfloat16 projection" if settings.get("projection") == "bfloat16" else ""
-        return f"pairs inside blocks of {settings.get('pair_blocks')} tokens{projection}"
+        return preview_words(self.spec["settings"], "pairs")
 
     def describe(self, k: int, ccr: int) -> str:
         sampling, settings = self.spec["sampling"], self.spec["settings"]

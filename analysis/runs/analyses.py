@@ -30,7 +30,7 @@ from analysis.data.corpus import Corpus, Sampling, text_chunks
 from analysis.data.labelled import Labelled
 from analysis.errors import require
 from analysis.geometry.convergence import convergence
-from analysis.geometry.pga import PGASettings, default_k, pga_sweep, remember_pcas, validate_states
+from analysis.geometry.pga import PGASettings, default_k, pga_sweep, validate_states
 from analysis.geometry.probes import probe_layers
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.token_map import token_class, token_map
@@ -57,6 +57,7 @@ from analysis.runs.pipeline import (
     model_pga,
     model_pooled,
     model_readout,
+    ready_pcas,
 )
 from analysis.runs.series import free_memory, training_sweep, weights_fingerprint
 from analysis.runs.settings import (
@@ -110,11 +111,12 @@ def arrays_pga(states: np.ndarray, w_u: np.ndarray, settings, layers: list[int] 
 def warm_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: PGASettings | None = None,
              compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None, states: Entry | None = None,
              slot: Callable[[], AbstractContextManager] = nullcontext) -> None:
-    """Every layer's PCA fitted into memory (``remember_pcas``), so that the next :func:`model_pga` of these
-    states, a preview above all, starts warm; arguments as :func:`model_pga`."""
+    """Every layer's PCA in memory (``ready_pcas``: from the disk cache, else fitted and stored), so that the
+    next :func:`model_pga` of these states, a preview above all, starts warm; arguments as :func:`model_pga`."""
     settings = settings or pga_settings(loaded.anatomy.d_model, seed=sampling.seed)
     entry = states or model_hidden_states(loaded, corpus, sampling, compute, progress)
-    remember_pcas(entry.value.states, settings, None, compute.device, progress, slot)
+    ready_pcas(entry.value.states, entry.provenance["spec"], settings, None, compute.device, progress=progress,
+               slot=slot)
 
 
 def model_triage(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,

@@ -24,7 +24,7 @@ from analysis.activations.pooling import pooled_states
 from analysis.capacity.epsilon import CosineStats, Histogram, cosine_histogram, cosine_stats, paired_cosines
 from analysis.data.corpus import Corpus, Sampling
 from analysis.errors import require
-from analysis.geometry.pga import LayerPGA, PGASettings, pga_sweep
+from analysis.geometry.pga import PCA_KEPT, LayerPGA, PGASettings, fit_layer_pca, pga_sweep, remember_fitted
 from analysis.geometry.readout import ReadoutBasis, readout_basis
 from analysis.models import arch
 from analysis.models.loading import LoadedModel
@@ -42,14 +42,31 @@ READOUT_VERSION = 2
 PGA_VERSION = 1
 
 
+READOUTS_REMEMBERED = 2  # models whose readout basis stays in memory (a few MB each)
+_readouts: OrderedDict[str, ReadoutBasis] = OrderedDict()
+_readouts_lock = threading.Lock()
+
+
 def model_readout(loaded: LoadedModel, cache: ResultCache | None = None) -> ReadoutBasis:
     """The readout basis of the loaded model's W_U, cached by model identity and dtype (W_U is read
-    as loaded: a bfloat16 model's W_U is rounded)."""
+    as loaded: a bfloat16 model's W_U is rounded), and kept in memory for the last two models (a page
+    asks for it once per layer of a preview)."""
     cache = cache or default_cache()
-    return cache.get_or_compute(
-        "readout", READOUT_VERSION, {"model": loaded.spec},
+    spec = {"model": loaded.spec}
+    key = f"{cache.directory}|{spec_key('readout', READOUT_VERSION, spec)}"
+    with _readouts_lock:
+        if key in _readouts:
+            _readouts.move_to_end(key)
+            return _readouts[key]
+    basis = cache.get_or_compute(
+        "readout", READOUT_VERSION, spec,
         lambda: readout_basis(arch.unembedding(loaded.model).detach(), device=loaded.device),
     ).value
+    with _readouts_lock:
+        _readouts[key] = basis
+        while len(_readouts) > READOUTS_REMEMBERED:
+            _readouts.popitem(last=False)
+    return basis
 
 
 def stored_readout(model: dict, cache: ResultCache) -> ReadoutBasis | None:
@@ -58,7 +75,7 @@ def stored_readout(model: dict, cache: ResultCache) -> ReadoutBasis | None:
     return None if hit is None else hit.value
 
 
-PREVIEWS_REMEMBERED = 1024  # layers' previews kept in memory (about 2 KB each)
+PREVIEWS_REMEMBERED = 4096  # layers' previews kept in memory (1-2 KB each): both sliders' settings, 30+ layers
 _previews: OrderedDict[str, LayerPGA] = OrderedDict()
 _previews_lock = threading.Lock()
 
@@ -67,8 +84,8 @@ def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: R
              layers: list[int], device: str, progress: Progress | None,
              slot: Callable[[], AbstractContextManager]) -> list[LayerPGA]:
     """A preview of ``layers``, in :func:`cached_pga`'s order: the layers remembered in memory (a background
-    fill previews the next moves layer by layer) and every other layer at once inside one ``slot``.
-    Remembered, never stored on disk: the exact run replaces it."""
+    fill previews the next moves) and every other layer at once inside one ``slot``. Remembered, never
+    stored on disk: the exact run replaces it."""
     keys = {(layer, k, c): spec_key("pga-preview", PGA_VERSION, spec(layer, k, c))
             for layer in layers for k in settings.ks for c in settings.ccrs}
     with _previews_lock:
@@ -76,8 +93,9 @@ def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: R
     missing = sorted({layer for layer, k, c in keys if (layer, k, c) not in found})
     if missing:
         report(progress, "Preview", 0, 1)
-        with slot():
-            found.update({(r.layer, r.k, r.ccr): r for r in pga_sweep(states, basis, settings, missing, device)})
+        with slot() as pause:
+            found.update({(r.layer, r.k, r.ccr): r for r in pga_sweep(states, basis, settings, missing, device,
+                                                                        pause=pause)})
         report(progress, "Preview", 1, 1)
     with _previews_lock:
         for w, key in keys.items():
@@ -88,6 +106,37 @@ def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: R
     return [found[w] for w in keys]
 
 
+PCA_VERSION = 1
+_pcas_ready: set[str] = set()  # (states, layer)s whose stored PCA this process has put in the engine's memory
+_pcas_ready_lock = threading.Lock()
+
+
+def ready_pcas(states: np.ndarray, states_spec: dict, settings: PGASettings, layers: list[int] | None = None,
+               device: str = "auto", cache: ResultCache | None = None, progress: Progress | None = None,
+               slot: Callable[[], AbstractContextManager] = nullcontext) -> None:
+    """Each layer's PCA of ``states`` (all layers by default) in the PGA engine's memory, once per process:
+    read from the disk cache (a restarted app previews at once), else fitted inside ``slot`` and stored.
+    No cache lock is held meanwhile: two processes may fit the same PCA, never wait for each other."""
+    cache = cache or default_cache()
+    layers = list(range(len(states))) if layers is None else [layer % len(states) for layer in layers]
+    for done, layer in enumerate(layers):
+        report(progress, "Preparing layers", done, len(layers))
+        spec = {"states": states_spec, "layer": layer, "ccr_fit": settings.ccr_fit, "kept": PCA_KEPT,
+                "seed": settings.seed if settings.ccr_fit == "half" else None}
+        key = spec_key("layer-pca", PCA_VERSION, spec)
+        with _pcas_ready_lock:
+            if key in _pcas_ready:
+                continue
+        hit = cache.get("layer-pca", PCA_VERSION, spec)
+        if hit is None or not remember_fitted(states, layer, settings, hit.value, device):
+            with slot():
+                fitted = fit_layer_pca(states, layer, settings, device)
+            cache.put("layer-pca", PCA_VERSION, spec, fitted)
+        with _pcas_ready_lock:
+            _pcas_ready.add(key)
+    report(progress, "Preparing layers", len(layers), len(layers))
+
+
 def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
                settings: PGASettings, layers: list[int], device: str = "auto",
                progress: Progress | None = None, cache: ResultCache | None = None, stored_only: bool = False,
@@ -95,8 +144,9 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     """PGA for ``layers`` x ``settings.ks`` x ``settings.ccrs``, each (layer, k, ccr) cached on its own.
 
     ``stored_only``: return None instead of computing when anything is missing. ``slot``: a context
-    held while each layer computes (the dashboard's one-heavy-computation-at-a-time gate); a layer's
-    results are stored as soon as it is done, so work that is stopped keeps every finished layer.
+    held while each layer computes (the dashboard's one-heavy-computation-at-a-time gate); its value, when
+    not None, is the ``pause`` handed to :func:`pga_sweep`. A layer's results are stored as soon as it is
+    done, so work that is stopped keeps every finished layer.
     Preview settings (``is_preview``): see :func:`_preview` (a second or two; remembered in memory, never
     stored on disk)."""
     cache = cache or default_cache()
@@ -111,7 +161,10 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
         return {"states": states_spec, "readout": basis_spec, "layer": layer, "k": k, "ccr": ccr, **common}
 
     if is_preview(settings):
-        return None if stored_only else _preview(array, spec, basis, settings, layers, device, progress, slot)
+        if stored_only:
+            return None
+        ready_pcas(array, states_spec, settings, layers, device, cache, slot=slot)
+        return _preview(array, spec, basis, settings, layers, device, progress, slot)
 
     found: dict[tuple, LayerPGA] = {}
     computed = False
@@ -129,10 +182,11 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
             return None
         if missing_k:
             report(progress, "PGA by layer", number, len(layers))  # counts layers, not each layer's inner steps
+            ready_pcas(array, states_spec, settings, [layer], device, cache, slot=slot)
             computed = True
             fresh = replace(settings, ks=tuple(sorted(missing_k)), ccrs=tuple(sorted(missing_c)))
-            with slot():
-                results = pga_sweep(array, basis, fresh, [layer], device)
+            with slot() as pause:
+                results = pga_sweep(array, basis, fresh, [layer], device, pause=pause)
             for result in results:
                 cache.put("pga", PGA_VERSION, spec(result.layer, result.k, result.ccr), result)
                 found[result.layer, result.k, result.ccr] = result
