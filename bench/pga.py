@@ -7,8 +7,9 @@ k = 100, R = 100 (CCR-1).
 - sort bounds: sorting (R + 1) x n_pairs float32 values per layer, the floor for any rank statistic
   over all pairs: with ``torch.sort``, and with the key sort the engine uses on a CPU (the fastest
   sort measured here);
-- preview: the same sweep on ``preview_settings`` (pairs inside blocks of 64 tokens), each layer's
-  PCA not yet remembered, and again remembered (a slider move on states already analysed);
+- preview: the same sweep on ``preview_settings`` (pairs inside blocks of 128 tokens, the first 30 null
+  draws, 16-bit ranks), each layer's PCA not yet remembered, and again remembered (a slider move on
+  states already analysed);
 - warm slider: one layer recomputed for a new k from states already in memory.
 Usage: python bench/pga.py [--layers 31] [--n 512] [--d 576] [--device auto] [--skip-reference]
 """
@@ -18,12 +19,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import scipy.stats
-import torch
-from scipy.spatial.distance import pdist
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# isort: off
+import analysis  # noqa: E402, F401  (first: its OpenMP setting must precede torch, as in the app)
+# isort: on
+import numpy as np  # noqa: E402
+import scipy.stats  # noqa: E402
+import torch  # noqa: E402
+from scipy.spatial.distance import pdist  # noqa: E402
 
 from analysis.geometry import pga as engine  # noqa: E402
 from analysis.geometry.pga import PGASettings, null_bases, pga_sweep  # noqa: E402
@@ -89,7 +93,8 @@ def main() -> None:
     print(f"sort bound, torch.sort:   {t_sort:8.2f} s   project = {t_ours / t_sort:.2f}x")
     print(f"sort bound, key sort:     {t_keys:8.2f} s   project = {t_ours / t_keys:.2f}x")
     print(f"project / fastest sort bound: {t_ours / fastest:.2f}x (goal <= 2x)")
-    print(f"preview ({quick.pair_blocks}-token blocks, {quick.projection} projection): {t_cold:.2f} s, "
+    print(f"preview ({quick.pair_blocks}-token blocks, R' = {quick.n_null}, {quick.ranks} ranks, "
+          f"{quick.projection} projection): {t_cold:.2f} s, "
           f"{t_warm:.2f} s with each layer's PCA remembered ({t_ours / t_warm:.1f}x less than exact)")
     print(f"warm slider (1 layer, new k): {t_slider:.2f} s")
     if not args.skip_reference:

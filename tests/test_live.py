@@ -1,6 +1,7 @@
 """Live sliders: a preview at once, the exact curve after; stopped work keeps what it finished; one heavy
 computation at a time; background fill that fails says so and leaves nothing half-written."""
 
+import contextlib
 import json
 import threading
 import time
@@ -90,6 +91,46 @@ def test_stopped_work_keeps_every_finished_layer_and_nothing_else(tmp_path):
     whole = pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2, 3],
                                 cache=ResultCache(tmp_path / "other"))
     assert [r.z for r in resumed] == [r.z for r in whole]
+
+
+def test_a_newer_move_stops_work_inside_a_layer_and_only_finished_layers_are_stored(tmp_path):
+    states, w_u = planted_readout(n=120)
+    layers = np.stack([states * (1 + i) for i in range(3)])
+    basis, settings = readout_basis(w_u), pga_settings(w_u.shape[1], (8,), n_null=40)
+    pauses = []
+
+    @contextlib.contextmanager
+    def slot(limit: int | None = None):
+        def pause():  # the gate's pause: raises when a newer move has superseded this run
+            pauses.append(1)
+            if limit is not None and len(pauses) > limit:
+                raise Stop
+        yield pause
+
+    pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0], cache=ResultCache(tmp_path / "a"), slot=slot)
+    per_layer, cache = len(pauses), ResultCache(tmp_path / "b")
+    assert per_layer >= 2  # pause points inside a layer's 41 subspaces, not only between layers
+    pauses.clear()
+    with pytest.raises(Stop):  # stopped at the first pause inside layer 1
+        pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2], cache=cache,
+                            slot=lambda: slot(per_layer))
+    assert pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0], cache=cache, stored_only=True)
+    for layer in (1, 2):
+        assert pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [layer], cache=cache,
+                                   stored_only=True) is None
+
+
+def test_along_the_sliders_nearest_settings_come_first_each_once():
+    from dashboard.compute import along_sliders
+
+    grid = (1, 2, 4, 8, 16)
+    assert along_sliders(grid, 4, 2, reach=1) == [(2, 2), (8, 2), (4, 1), (4, 3)]
+    every = along_sliders(grid, 4, 2)
+    assert every[:4] == along_sliders(grid, 4, 2, reach=1)
+    assert len(every) == len(set(every)) and (4, 2) not in every
+    assert set(every) == {(k, 2) for k in grid if k != 4} | {(4, c) for c in range(11) if c != 2}
+    assert every.index((16, 2)) < every.index((4, 6)) < every.index((4, 10))  # both slider ends are reached
+    assert along_sliders(grid, 16, 0, reach=2) == [(8, 0), (16, 1), (4, 0), (16, 2)]
 
 
 def test_previews_remembered_layer_by_layer_make_the_next_move_instant(monkeypatch):

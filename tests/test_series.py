@@ -74,7 +74,7 @@ def test_a_new_setting_is_previewed_then_measured_from_the_cache_without_loading
     root, _, _ = demo
     name, revisions, cache = str(root / "neox-d32"), ["checkpoint-0", "checkpoint-64"], ResultCache(tmp_path)
     wider = replace(SETTINGS, ks=(16,))
-    sampling = Sampling(n_tokens=256, window=32, per_window=16)  # four blocks of 64 tokens in the preview
+    sampling = Sampling(n_tokens=256, window=32, per_window=16)  # two blocks of 128 tokens in the preview
     assert training_sweep(name, revisions, builtin_corpus(), sampling, SETTINGS, "cpu", cache=cache,
                           stored_only=True) is None  # nothing measured: no preview either
     assert training_sweep(name, revisions, builtin_corpus(), sampling, preview_settings(wider, "cpu"), "cpu",
@@ -100,7 +100,8 @@ def test_a_new_setting_is_previewed_then_measured_from_the_cache_without_loading
     assert set(exact.results[0].seconds) == {"metrics"}  # nothing loaded, no forward pass
     for seen, measured in zip(preview.results, exact.results, strict=True):
         assert [a.layer for a in seen.at(16, 1)] == [b.layer for b in measured.at(16, 1)]
-        assert all(a.n_pairs == 4 * 64 * 63 // 2 < b.n_pairs for a, b in zip(seen.layers, measured.layers, strict=True))
+        pairs = zip(seen.layers, measured.layers, strict=True)
+        assert all(a.n_pairs == 2 * 128 * 127 // 2 < b.n_pairs for a, b in pairs)
         assert tolerance(seen.at(16, 1), measured.at(16, 1)) <= 1  # the same statistic on fewer pairs
     again = training_sweep(name, revisions, builtin_corpus(), sampling, wider, "cpu", cache=cache, stored_only=True)
     assert [r.to_json() for r in again.results] == [r.to_json() for r in exact.results]

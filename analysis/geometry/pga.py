@@ -36,7 +36,6 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
@@ -251,8 +250,8 @@ def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, design: PairDes
                    pause: Callable[[], None] | None = None) -> np.ndarray:
     """Spearman rho of full-space vs projected similarities for each basis in ``bases`` ``[m, d, k]``
     (bfloat16 bases: the projection is multiplied in bfloat16, the rest in float32; ``ranks="16-bit"``: the
-    similarities ranked by their 16-bit quantised values, :func:`spearman_quantised`). ``pause`` is called between chunks of
-    at most ``CHUNK_SUBSPACES`` subspaces."""
+    similarities ranked by their 16-bit quantised values, :func:`spearman_quantised`). ``pause`` is called between
+    chunks of at most ``CHUNK_SUBSPACES`` subspaces."""
     if design.block != len(corrected):  # blocks: the tokens in block order, each block consecutive
         corrected = corrected[torch.as_tensor(design.order, device=corrected.device)]
     n, d = corrected.shape

@@ -137,6 +137,21 @@ def ready_pcas(states: np.ndarray, states_spec: dict, settings: PGASettings, lay
     report(progress, "Preparing layers", len(layers), len(layers))
 
 
+def _stored_pga(cache: ResultCache, spec: Callable[[int, int, int], dict], layer: int, settings: PGASettings,
+                found: dict[tuple, LayerPGA]) -> tuple[set[int], set[int]]:
+    """Put ``layer``'s stored results into ``found``; return the ks and CCR depths that miss one."""
+    missing_k, missing_c = set(), set()
+    for k in settings.ks:
+        for c in settings.ccrs:
+            hit = cache.get("pga", PGA_VERSION, spec(layer, k, c))
+            if hit is None:
+                missing_k.add(k)
+                missing_c.add(c)
+            else:
+                found[layer, k, c] = hit.value
+    return missing_k, missing_c
+
+
 def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
                settings: PGASettings, layers: list[int], device: str = "auto",
                progress: Progress | None = None, cache: ResultCache | None = None, stored_only: bool = False,
@@ -169,15 +184,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     found: dict[tuple, LayerPGA] = {}
     computed = False
     for number, layer in enumerate(layers):
-        missing_k, missing_c = set(), set()
-        for k in settings.ks:
-            for c in settings.ccrs:
-                hit = cache.get("pga", PGA_VERSION, spec(layer, k, c))
-                if hit is None:
-                    missing_k.add(k)
-                    missing_c.add(c)
-                else:
-                    found[layer, k, c] = hit.value
+        missing_k, missing_c = _stored_pga(cache, spec, layer, settings, found)
         if missing_k and stored_only:
             return None
         if missing_k:

@@ -14,7 +14,7 @@ every caption or export states the settings a result was computed with (carried 
 | the report's CCR depths | 1, 5, 10 | the triage report |
 | histogram bins | 300 | the cosine histogram |
 | sensitivity delta | 0.005 | capacity at eps +- delta |
-| preview | ``preview_settings``: pairs inside blocks of 128 tokens, 30 null draws, 16-bit ranks, bfloat16 projection | curves drawn first (CPU) |
+| preview | ``preview_settings``: pairs in blocks of 128 tokens, 30 null draws, 16-bit ranks, bf16 | drawn first |
 | token map preview | the top two principal components after CCR | the plane drawn while UMAP runs |
 """
 
