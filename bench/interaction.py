@@ -2,12 +2,13 @@
 
 Prints, in one run, with the machine's core count: the first-answer times of Triage (card, preview
 curve, verdict) and Readout alignment (preview, exact curve); for cache-missing moves of k and CCR
-depth, the seconds until the preview is drawn and until the exact curve replaces it; and the largest
-|z_preview - z_exact| over the width of z's 95 % interval (the exact curves read back from the cache,
-the previews computed again: they are seeded, and never stored).
+depth (one step, then jumps to a slider's end or start: End, Home), the seconds until the preview is
+drawn and until the exact curve replaces it; and the largest |z_preview - z_exact| over the width of
+z's 95 % interval (the exact curves read back from the cache, the previews computed again: they are
+seeded, and never stored).
 
-Usage: python bench/interaction.py [--model smollm2-135m] [--n-tokens 512] [--moves 10] [--pause 0]
-(needs Debian's chromium and chromium-driver; the model must have been fetched once).
+Usage: python bench/interaction.py [--model smollm2-135m] [--n-tokens 512] [--moves 10] [--jumps 4] [--pause 0]
+(needs Debian's chromium and chromium-driver; ``--fetch``: the model is fetched and converted first).
 """
 
 import argparse
@@ -32,10 +33,9 @@ def free_port() -> int:
         return handle.getsockname()[1]
 
 
-def start_app(cache: Path) -> tuple[subprocess.Popen, str]:
+def start_app(cache: Path, models: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    env = {**os.environ, "RG_CACHE_DIR": str(cache), "RG_MODELS_DIR": os.environ.get(
-        "RG_MODELS_DIR", str(ROOT / "cache" / "models")), "RG_ALLOWED_ROOTS": str(cache)}
+    env = {**os.environ, "RG_CACHE_DIR": str(cache), "RG_MODELS_DIR": str(models), "RG_ALLOWED_ROOTS": str(cache)}
     process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
                                 str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
                                 "--server.fileWatcherType", "none"], cwd=ROOT, env=env,
@@ -103,12 +103,18 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=10)
     parser.add_argument("--pause", type=float, default=0.0,
                         help="seconds to look at each exact curve before the next move (background fill runs)")
+    parser.add_argument("--jumps", type=int, default=4, help="then this many jumps to a slider's end or start")
+    parser.add_argument("--fetch", action="store_true", help="start with no model fetched either (first fetch)")
     args = parser.parse_args()
     cache = Path(tempfile.mkdtemp(prefix="rg-interaction-"))
-    process, url = start_app(cache)
+    models = cache / "models" if args.fetch else Path(os.environ.get("RG_MODELS_DIR", ROOT / "cache" / "models"))
+    os.environ["RG_MODELS_DIR"] = str(models)  # the app's and, afterwards, the agreement's
+    process, url = start_app(cache, models)
     driver = browser()
     query = urlencode({"model": args.model, "n_tokens": args.n_tokens})
-    print(f"{os.cpu_count()} CPU cores; model {args.model}, N = {args.n_tokens}; results cache empty ({cache})")
+    fetched = "model not fetched yet" if args.fetch else "model fetched"
+    print(f"{os.cpu_count()} CPU cores; model {args.model}, N = {args.n_tokens}; results cache empty ({cache}), "
+          f"{fetched}")
     visited = []
     try:
         start = time.perf_counter()
@@ -124,31 +130,44 @@ def main() -> None:
         print(f"Readout alignment, first answer: {first:.1f} s, exact {exact:.1f} s")
         print(f"\nEach move {args.pause:g} s after the exact curve of the last one is drawn")
         print(f"{'move':18} {'preview drawn':>14} {'exact drawn':>12}")
-        moves = [("CCR depth (components removed)", Keys.ARROW_RIGHT), ("k (readout dimensions)", Keys.ARROW_LEFT)]
+        k_label, ccr_label = "k (readout dimensions)", "CCR depth (components removed)"
+        steps = [(ccr_label, Keys.ARROW_RIGHT), (k_label, Keys.ARROW_LEFT)]
+        jumps = [(k_label, Keys.END), (ccr_label, Keys.END), (k_label, Keys.HOME), (ccr_label, Keys.HOME)]
         misses = 0
         for step in range(4 * args.moves):
             if misses >= args.moves:
                 break
-            label, key = moves[step % 2]
-            before = title(driver)
-            start = time.perf_counter()
-            slider_step(driver, label, key)
-            wait_for(driver, lambda d, b=before: title(d) != b and "z by layer" in title(d))
-            drawn = time.perf_counter() - start
-            now = title(driver)
-            setting = re.sub(r"<[^>]+>", "", now).split("z by layer at ")[-1]
-            if "Preview" not in now:
-                print(f"{setting:18} {'(cached)':>14} {drawn:11.2f}s")
-                continue
-            done = wait_for(driver, lambda d: "Preview" not in title(d) and "z by layer" in title(d)) + drawn
-            print(f"{setting:18} {drawn:13.2f}s {done:11.2f}s")
-            visited.append(setting)
-            misses += 1
+            missed = move(driver, *steps[step % 2], visited)
+            misses += missed
+            time.sleep(args.pause if missed else 0)
+        if args.jumps:
+            print("\nJumps to either end of a slider (End, Home)")
+        for jump in range(args.jumps):
+            move(driver, *jumps[jump % len(jumps)], visited)
             time.sleep(args.pause)
     finally:
         driver.quit()
         process.terminate()
-    print(f"\n{misses} cache-missing moves; {agreement(cache, args, visited)}")
+    print(f"\n{len(visited)} cache-missing moves and jumps; {agreement(cache, args, visited)}")
+
+
+def move(driver, label: str, key: str, visited: list[str]) -> bool:
+    """Press ``key`` on slider ``label``; print the seconds until the chart shows the new setting and, when
+    that was a preview, until the exact curve replaces it. Returns whether it missed the cache."""
+    before = title(driver)
+    start = time.perf_counter()
+    slider_step(driver, label, key)
+    wait_for(driver, lambda d: title(d) != before and "z by layer" in title(d))
+    drawn = time.perf_counter() - start
+    now = title(driver)
+    setting = re.sub(r"<[^>]+>", "", now).split("z by layer at ")[-1]
+    if "Preview" not in now:
+        print(f"{setting:18} {'(cached)':>14} {drawn:11.2f}s")
+        return False
+    done = wait_for(driver, lambda d: "Preview" not in title(d) and "z by layer" in title(d)) + drawn
+    print(f"{setting:18} {drawn:13.2f}s {done:11.2f}s")
+    visited.append(setting)
+    return True
 
 
 def agreement(cache: Path, args, visited: list[str]) -> str:
