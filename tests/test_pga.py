@@ -130,25 +130,36 @@ def test_vectorised_spearman_equals_scipy_with_and_without_ties():
             np.testing.assert_allclose(ours, expected, atol=1e-12)
 
 
+def quantise(row: np.ndarray) -> np.ndarray:
+    """A plain 16-bit quantisation of one row over its range (the preview's levels)."""
+    return np.floor((row - row.min()) * (65535 / (row.max() - row.min()))).astype(np.float64)
+
+
 def test_16_bit_ranks_give_spearman_to_a_millionth_with_ties_and_constant_rows():
     rng = np.random.default_rng(2)
     reference = rng.standard_normal(30000)
-    rows = np.tanh(0.3 * (reference + rng.standard_normal((7, 30000)) * np.linspace(0.1, 4, 7)[:, None]))
+    rows = np.tanh(0.3 * (reference + rng.standard_normal((8, 30000)) * np.linspace(0.1, 4, 8)[:, None]))
     rows[1, :500] = rows[1, 500:1000]  # exact ties (duplicate tokens give equal similarities)
     rows[2] = np.round(rows[2], 2)  # heavy ties
     rows[3] = -rows[3]  # anti-correlated
     rows[4] = 0.5  # constant
+    rows[7] = np.sign(rows[7])  # two values only: the cosines of a one-dimensional projection
     typed = torch.tensor(rows, dtype=torch.float32)
     reference_ranks = centred_ranks(torch.tensor(reference, dtype=torch.float32))
     exact = spearman_many(reference_ranks, typed).numpy()
     quantised = spearman_quantised(reference_ranks, typed).numpy()
-    expected = [scipy.stats.spearmanr(reference, r).statistic for r in typed.double().numpy()[[0, 1, 2, 3, 5, 6]]]
-    np.testing.assert_allclose(quantised[[0, 1, 3, 5, 6]], np.delete(expected, 2), atol=2e-6)
-    assert abs(quantised[2] - expected[2]) < 2e-3  # rounded to 0.01: ties broken by position, not averaged
+    varying = [0, 1, 2, 3, 5, 6, 7]
+    expected = [scipy.stats.spearmanr(reference, r).statistic for r in typed.double().numpy()[varying]]
+    np.testing.assert_allclose(quantised[varying], expected, atol=2e-6)
+    plain = [scipy.stats.spearmanr(reference, quantise(r)).statistic for r in typed.numpy()[[2, 7]]]
+    np.testing.assert_allclose(quantised[[2, 7]], plain, atol=1e-12)  # most values tie: ranks averaged
     assert np.isnan(quantised[4]) and np.isnan(exact[4])
     assert quantised[3] < -0.3 < 0.9 < quantised[0]
     both = spearman_quantised(centred_ranks_quantised(torch.tensor(reference, dtype=torch.float32)), typed).numpy()
-    np.testing.assert_allclose(both[[0, 1, 3, 5, 6]], np.delete(expected, 2), atol=2e-6)  # the reference by 16 bits too
+    np.testing.assert_allclose(both[varying], expected, atol=2e-6)  # the reference by 16 bits too
+    unrelated = spearman_quantised(reference_ranks, torch.tensor(rng.standard_normal((4, 30000)),
+                                                                 dtype=torch.float32)).numpy()
+    assert np.all(np.abs(unrelated) < 0.03)  # nothing planted: nothing found
 
 
 def test_key_sort_orders_like_a_stable_sort_with_signed_zeros_and_ties():
