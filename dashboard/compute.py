@@ -315,6 +315,13 @@ def along_sliders(grid: tuple[int, ...], k: int, ccr: int, reach: int | None = N
             _adjacent_k(grid, k, ccr, steps) + [(k, c) for c in (ccr - steps, ccr + steps) if 0 <= c <= deepest]]
 
 
+def before_exact(grid: tuple[int, ...], k: int, ccr: int, deepest: int = 10) -> list[tuple[int, int]]:
+    """What is previewed before the exact run starts: every setting one slider step away, then the ends of
+    both sliders (where a jump lands: End, Home, a drag to the edge)."""
+    ends = [(grid[0], ccr), (grid[-1], ccr), (k, 0), (k, deepest)]
+    return list(dict.fromkeys(along_sliders(grid, k, ccr, 1, deepest) + [end for end in ends if end != (k, ccr)]))
+
+
 def preview_ahead(view: ViewState, loaded: LoadedModel, previewed: list[tuple[int, int]]) -> None:
     """Ready each layer's PCA, then preview the ``previewed`` settings (:func:`along_sliders`) into memory as
     background work, so that a move there draws its preview at once. Any move of a widget stops it (the page

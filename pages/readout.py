@@ -68,8 +68,8 @@ chart(figures.readout_spectrum(basis.singular_values, k), spectrum_table(basis),
 view_state_button(view, k=k, ccr=ccr, layer=layer)
 
 compute.page_drawn()
-if any(r.preview for r in runs):  # the next step's previews, then the exact runs; a newer move stops them
-    compute.preview_ahead(view, loaded, compute.along_sliders(grid, k, ccr, reach=1))
+if any(r.preview for r in runs):  # previews one step away and at the ends, then the exact runs; a move stops them
+    compute.preview_ahead(view, loaded, compute.before_exact(grid, k, ccr))
     with compute.friendly_errors():
         for wanted in asked_for:
             compute.pga(view, loaded, *wanted)

@@ -120,8 +120,8 @@ def test_a_newer_move_stops_work_inside_a_layer_and_only_finished_layers_are_sto
                                    stored_only=True) is None
 
 
-def test_along_the_sliders_nearest_settings_come_first_each_once():
-    from dashboard.compute import along_sliders
+def test_along_the_sliders_nearest_settings_come_first_each_once_and_the_ends_before_the_exact_run():
+    from dashboard.compute import along_sliders, before_exact
 
     grid = (1, 2, 4, 8, 16)
     assert along_sliders(grid, 4, 2, reach=1) == [(2, 2), (8, 2), (4, 1), (4, 3)]
@@ -131,6 +131,8 @@ def test_along_the_sliders_nearest_settings_come_first_each_once():
     assert set(every) == {(k, 2) for k in grid if k != 4} | {(4, c) for c in range(11) if c != 2}
     assert every.index((16, 2)) < every.index((4, 6)) < every.index((4, 10))  # both slider ends are reached
     assert along_sliders(grid, 16, 0, reach=2) == [(8, 0), (16, 1), (4, 0), (16, 2)]
+    assert before_exact(grid, 4, 2) == [(2, 2), (8, 2), (4, 1), (4, 3), (1, 2), (16, 2), (4, 0), (4, 10)]
+    assert before_exact(grid, 16, 0) == [(8, 0), (16, 1), (1, 0), (16, 10)]  # at an end: the other ends
 
 
 def test_previews_remembered_layer_by_layer_make_the_next_move_instant(monkeypatch):
