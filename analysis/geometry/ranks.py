@@ -123,50 +123,34 @@ LEVELS = 2**16  # quantisation levels of a preview's ranks
 HEAVY_TIES = 0.5  # a row where more than this share of its values ties with a neighbour gets average ranks
 
 
-def _quantised_order(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(order ``[m, n]`` of each row of ``values`` by its values quantised to 16 bits over the row's range, ties
-    by position; the levels in that order ``[m, n]`` uint16; whether each row varies ``[m]``): numpy's radix
-    sort (the stable argsort of ``uint16``)."""
+def _quantised(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each row of ``values`` ``[m, n]`` quantised to 16 bits over the row's range, uint16; whether each row
+    varies ``[m]``)."""
     low = values.min(axis=1, keepdims=True)
     span = values.max(axis=1, keepdims=True) - low
-    levels = ((values - low) * ((LEVELS - 1) / np.where(span > 0, span, 1))).astype(np.uint16)
-    order = np.argsort(levels, axis=1, kind="stable")
-    return order, np.take_along_axis(levels, order, axis=1), span[:, 0] > 0
-
-
-def _average_ranks(sorted_levels: np.ndarray) -> np.ndarray:
-    """``[m, n]`` centred average ranks of sorted rows, float64: each run of equal values from position ``a``
-    to ``b`` ranks ``(a + b) / 2``."""
-    m, n = sorted_levels.shape
-    change = sorted_levels[:, 1:] != sorted_levels[:, :-1]
-    position = np.arange(n, dtype=np.int32)
-    first = np.zeros((m, n), np.int32)
-    first[:, 1:] = np.where(change, position[1:], 0)
-    np.maximum.accumulate(first, axis=1, out=first)
-    last = np.full((m, n), n - 1, np.int32)
-    last[:, :-1] = np.where(change, position[:-1], n - 1)
-    last = np.minimum.accumulate(last[:, ::-1], axis=1)[:, ::-1]
-    return (first + last - (n - 1)) * 0.5
+    return ((values - low) * ((LEVELS - 1) / np.where(span > 0, span, 1))).astype(np.uint16), span[:, 0] > 0
 
 
 def _quantised_task(reference: np.ndarray):
     """``task(values [a few, n])`` -> (numerators, norms) of rho against the reference's centred ranks ``[n]``:
-    each row ranked by its 16-bit order, ties by position, or averaged where more than ``HEAVY_TIES`` of its
-    values tie (the cosines of a one-dimensional projection are all +-1); NaN for a constant row."""
+    each row ranked by its 16-bit levels in numpy's radix sort (the stable argsort of ``uint16``), ties by
+    position, or averaged (:func:`_ranked_dot`) where more than ``HEAVY_TIES`` of its values tie (the cosines
+    of a one-dimensional projection are all +-1); NaN for a constant row."""
     n = len(reference)
     plain = np.arange(n, dtype=np.float64) - (n - 1) / 2
 
     def task(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        order, sorted_levels, varies = _quantised_order(values)
+        levels, varies = _quantised(values)
+        order = np.argsort(levels, axis=1, kind="stable")
+        sorted_levels = np.take_along_axis(levels, order, axis=1)
         gathered = np.take(reference, order)
         numerator = np.einsum("ij,j->i", gathered, plain)  # not BLAS: no threads inside threads
         norms = np.full(len(values), math.sqrt(n * (n * n - 1) / 12))  # ||plain||
         tied = np.count_nonzero(sorted_levels[:, 1:] == sorted_levels[:, :-1], axis=1)
         heavy = np.flatnonzero(varies & (tied > HEAVY_TIES * n))
         if len(heavy):
-            ranks = _average_ranks(sorted_levels[heavy])
-            numerator[heavy] = np.einsum("ij,ij->i", gathered[heavy], ranks)
-            norms[heavy] = np.sqrt(np.einsum("ij,ij->i", ranks, ranks))
+            averaged = _ranked_dot(torch.from_numpy(gathered[heavy]), torch.from_numpy(sorted_levels[heavy]))
+            numerator[heavy], norms[heavy] = (part.numpy() for part in averaged)
         return np.where(varies, numerator, np.nan), norms
 
     return task
@@ -175,10 +159,8 @@ def _quantised_task(reference: np.ndarray):
 def centred_ranks_quantised(values: torch.Tensor) -> torch.Tensor:
     """``[n]`` average ranks of a vector's values quantised to 16 bits, minus their mean, float64, in the
     original order: :func:`centred_ranks` for previews."""
-    order, sorted_levels, _ = _quantised_order(values.detach().cpu().float().numpy()[None])
-    centred = np.empty(values.shape[-1])
-    centred[order[0]] = _average_ranks(sorted_levels)[0]
-    return torch.from_numpy(centred).to(values.device)
+    levels, _ = _quantised(values.detach().cpu().float().numpy()[None])
+    return centred_ranks(torch.from_numpy(levels[0].astype(np.float32))).to(values.device)
 
 
 def spearman_quantised(reference_centred: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
