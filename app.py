@@ -1,8 +1,13 @@
 """The dashboard frame: the shared sidebar, then the chosen page. Run: ``streamlit run app.py``."""
 
+import logging
+import os
+import uuid
+
 import streamlit as st
 
 from dashboard.compute import page_drawn
+from dashboard.text import literal
 
 st.set_page_config(page_title="Readout geometry", page_icon=":material/scatter_plot:", layout="wide")
 pages = [
@@ -15,5 +20,13 @@ pages = [
     st.Page("pages/probes.py", title="Linear probes", icon=":material/target:"),
     st.Page("pages/token_map.py", title="Token map", icon=":material/bubble_chart:"),
 ]
-st.navigation(pages).run()  # each page draws the shared sidebar first (dashboard.sidebar.sidebar)
+try:
+    st.navigation(pages).run()  # each page draws the shared sidebar first (dashboard.sidebar.sidebar)
+except Exception as error:  # what no page turned into a message: one line for the visitor, the traceback in the log
+    if os.environ.get("RG_DEBUG"):
+        raise
+    reference = uuid.uuid4().hex[:8]
+    logging.getLogger("readout_geometry").exception("Unexpected error, reference %s", reference)
+    st.error(literal(f"Something went wrong ({type(error).__name__}). The details are in the server's log under "
+                     f"reference {reference}."), icon=":material/error:")
 page_drawn()  # exact and background work of other tabs carry on once the browser has drawn this page

@@ -51,7 +51,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         cache = ResultCache(folder)
         cache.put("bench", 1, {"a": 1}, states)
-        through = best_of(lambda: cache.get("bench", 1, {"a": 1}))
+        through = best_of(lambda: cache.get("bench", 1, {"a": 1}, object))
     print(f"\nthrough the disk cache (checksum, decode, diskcache file read): hidden states in {through * 1e3:.1f} ms")
 
 

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from analysis.models.train_demo import DemoSettings, train_demo  # noqa: E402
 from analysis.runs.backends import LocalBackend, RayBackend  # noqa: E402
 from analysis.runs.plan import parse_plan  # noqa: E402
-from analysis.runs.series import SERIES_NAMESPACE, SERIES_VERSION  # noqa: E402
+from analysis.runs.series import CHECKPOINT_RECORD, SERIES_NAMESPACE, SERIES_VERSION  # noqa: E402
 from analysis.runs.sweep import run_sweep  # noqa: E402
 from analysis.storage.store import ResultStore  # noqa: E402
 
@@ -28,7 +28,7 @@ from analysis.storage.store import ResultStore  # noqa: E402
 def numbers(store: ResultStore) -> dict:
     """{(model, revision, layer, k, ccr, field): array} of every stored number, loss included."""
     found = {}
-    for record in store.records(SERIES_NAMESPACE, SERIES_VERSION):
+    for record in store.records(SERIES_NAMESPACE, SERIES_VERSION, CHECKPOINT_RECORD):
         value = record["value"]
         found[value["name"], value["revision"], "loss"] = np.asarray(value["loss"])
         for layer in value["layers"]:

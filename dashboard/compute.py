@@ -42,13 +42,14 @@ from analysis.runs.settings import ModelChoice, needs_preview, pga_settings, pre
 from analysis.storage.cache import Entry, on_recomputed
 from analysis.storage.paths import cache_dir, restrict_to, roots_in_force
 from analysis.storage.store import ResultStore
+from dashboard.text import literal
 from dashboard.view import ViewState, demo_mode
 
 
 def _note_in_page(message: str) -> None:
     """A rebuilt cache entry is a note in the page of the visitor whose run met it."""
     if get_script_run_ctx() is not None:
-        st.info(message, icon=":material/autorenew:")
+        st.info(literal(message), icon=":material/autorenew:")
 
 
 on_recomputed(_note_in_page)
@@ -61,7 +62,7 @@ def checkpoints(model: str):
 
 @st.cache_data(show_spinner=False, ttl=600)
 def resolved(model: str, revision: str, tokenizer: str = "") -> ModelRef:
-    with st.spinner(f"Resolving {model} ..."):
+    with st.spinner(literal(f"Resolving {model} ...")):
         return resolve(model, revision or None, tokenizer=tokenizer or None)
 
 
@@ -97,12 +98,12 @@ class Bar:
     one computation slot meanwhile, and says so while it waits for it."""
 
     def __init__(self, label: str):
-        self.shown, self.touched = (0.0, label), time.monotonic()
+        self.shown, self.touched = (0.0, literal(label)), time.monotonic()
         self.bar = st.progress(*self.shown)
         self.slot = _one_at_a_time() if demo_mode() else None
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        self.shown = (min(done / max(total, 1), 1.0), f"{stage}: {done}/{total}")
+        self.shown = (min(done / max(total, 1), 1.0), literal(f"{stage}: {done}/{total}"))
         self.bar.progress(*self.shown)
 
     def touch(self) -> None:
@@ -368,7 +369,7 @@ def _background(k: int, ccr: int, work: Callable, *args, **kwargs) -> bool:
     try:
         work(*args, **kwargs)
     except (InputError, MemoryError, RuntimeError) as error:
-        st.warning(f"Filling in k = {k}, CCR-{ccr} stopped: {error}", icon=":material/warning:")
+        st.warning(literal(f"Filling in k = {k}, CCR-{ccr} stopped: {error}"), icon=":material/warning:")
         return False
     return True
 
@@ -498,7 +499,7 @@ def friendly_errors():
     try:
         yield
     except InputError as error:
-        st.error(str(error), icon=":material/error:")
+        st.error(literal(error), icon=":material/error:")
         st.stop()
     except torch.OutOfMemoryError:
         st.error("Out of memory: lower N (sidebar), choose a smaller model, or switch the device to cpu.",

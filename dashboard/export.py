@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from dashboard.text import literal
 from dashboard.view import ViewState
 
 
@@ -16,7 +17,7 @@ def chart(fig: go.Figure, table: pd.DataFrame, name: str, caption: str | None = 
     """Show ``fig``, an optional caption, and CSV / JSON / HTML downloads of it."""
     st.plotly_chart(fig, width="stretch", key=f"chart-{name}")
     if caption:
-        st.caption(caption)
+        st.caption(literal(caption))
     columns = st.columns([1, 1, 1, 5])
     columns[0].download_button("CSV", table.to_csv(index=False), f"{name}.csv", "text/csv", key=f"csv-{name}")
     columns[1].download_button("JSON", table.to_json(orient="records", indent=1), f"{name}.json",

@@ -13,6 +13,7 @@ from analysis.models.refs import KNOWN_MODELS
 from analysis.storage.paths import restrict_to
 from dashboard.compute import checkpoints, page_started
 from dashboard.routing import route_through_app
+from dashboard.text import literal
 from dashboard.view import ViewState, demo_mode, n_choices, query_value, seed_limit, server_roots, upload_limit_mb
 
 SOURCES = ("Built-in default", "Known Hub model", "Hub id", "Local folder", "Checkpoint folder", "GGUF file")
@@ -64,13 +65,13 @@ def _checkpoint_picker(model: str, current: str) -> str:
     try:
         steps = checkpoints(model)
     except InputError as error:
-        st.sidebar.error(str(error))
+        st.sidebar.error(literal(error))
         return current
     if not steps:
         return st.sidebar.text_input("Revision (branch, tag or commit SHA)", value=current).strip()
     labels = [c.revision for c in steps]
     if current and current not in labels:
-        st.sidebar.warning(f"Checkpoint {current!r} is not in this model's list; showing the last one.")
+        st.sidebar.warning(literal(f"Checkpoint {current!r} is not in this model's list; showing the last one."))
     index = labels.index(current) if current in labels else len(labels) - 1
     return st.sidebar.select_slider("Checkpoint", labels, value=labels[index])
 
@@ -101,7 +102,7 @@ def _corpus_picker(start: str) -> str:
         text = corpus_from_bytes(upload.getvalue(), upload.name,
                                  "text" if upload.name.endswith(".jsonl") else None, upload_limit_mb())
     except InputError as error:
-        st.sidebar.error(str(error))
+        st.sidebar.error(literal(error))
         return "builtin"
     key = f"upload:{text.sha256[:12]}"
     st.session_state.setdefault("uploads", {})[key] = text

@@ -19,6 +19,7 @@ from analysis.data.corpus import Sampling
 from analysis.models.builtin import BUILTIN_NAME
 from analysis.runs.settings import SEED, Compute, ModelChoice
 from analysis.storage.paths import allowed_roots
+from dashboard.text import literal
 
 
 def demo_mode() -> bool:
@@ -81,7 +82,7 @@ def query_value(key: str, default):
     try:
         return type(default)(raw)
     except ValueError:
-        st.warning(f"Ignoring the URL parameter {key}={raw!r}: it must be a {type(default).__name__}.")
+        st.warning(literal(f"Ignoring the URL parameter {key}={raw!r}: it must be a {type(default).__name__}."))
         return default
 
 

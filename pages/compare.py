@@ -11,6 +11,7 @@ from analysis.runs.settings import ModelChoice
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.sidebar import sidebar
+from dashboard.text import literal
 from dashboard.view import demo_mode, remember
 
 
@@ -37,8 +38,8 @@ if choice_a == choice_b:
 
 for column, (side, run) in zip(st.columns(2), runs.items(), strict=True):
     verdict, report = run.verdict, run.verdict.capacity
-    column.markdown(f"**{side}: {run.card['name']}" + (f" @ {run.card['revision']}" if run.card["revision"] else "")
-                    + f"**  \n`{run.card['identity']}`")
+    named = run.card["name"] + (f" @ {run.card['revision']}" if run.card["revision"] else "")
+    column.markdown(f"**{side}: {literal(named)}**  \n{literal(run.card['identity'])}")
     metrics = column.columns(4)
     metrics[0].metric("Peak z", f"{verdict.peak.z:.1f}", f"layer {verdict.peak.layer}", delta_color="off",
                       delta_arrow="off")

@@ -7,6 +7,7 @@ from analysis.errors import InputError
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.sidebar import sidebar
+from dashboard.text import literal
 from dashboard.view import demo_mode, upload_limit_mb
 
 view = sidebar()
@@ -23,12 +24,12 @@ elif source.startswith("Upload"):
     if upload is None:
         st.stop()
     if upload.size > upload_limit_mb() * 2**20:
-        st.error(f"{upload.name!r} is over the {upload_limit_mb()} MB limit.")
+        st.error(literal(f"{upload.name!r} is over the {upload_limit_mb()} MB limit."))
         st.stop()
     try:
         data = labelled_from_bytes(upload.getvalue(), upload.name)
     except InputError as error:
-        st.error(str(error))
+        st.error(literal(error))
         st.stop()
 with compute.friendly_errors():
     loaded = compute.loaded_model(view)

@@ -9,6 +9,7 @@ from analysis.results.collections import CheckpointSeries, DepthCurves
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.sidebar import sidebar
+from dashboard.text import literal
 from dashboard.view import ViewState, demo_mode, remember, url_int
 from dashboard.widgets import sweep_source
 
@@ -35,15 +36,16 @@ def computed_here(view: ViewState) -> tuple[CheckpointSeries | None, int, int]:
     with compute.friendly_errors():
         available = compute.checkpoints(view.model)
     if not available:
-        st.info(f"{view.model!r} has no training checkpoints. Choose a checkpoint folder or a Pythia model in the "
-                "sidebar, or train the offline demo series (two small GPT-NeoX widths, about two minutes).")
+        st.info(literal(f"{view.model!r} has no training checkpoints.") + " Choose a checkpoint folder or a "
+                "Pythia model in the sidebar, or train the offline demo series (two small GPT-NeoX widths, about two "
+                "minutes).")
         if demo_mode():
             st.caption("Training is off in demo mode.")
         elif st.button("Train the demo series", type="primary"):
             with compute.friendly_errors():
                 trained = compute.train_demo_series()
             for width, info in trained.items():
-                st.success(f"Width {width}: {info['folder']}  (Source: Checkpoint folder)")
+                st.success(literal(f"Width {width}: {info['folder']}  (Source: Checkpoint folder)"))
         st.stop()
     labels = [c.revision for c in available]
     chosen = st.multiselect("Checkpoints (each is computed once and cached)", labels, default=spaced(labels))
@@ -71,8 +73,8 @@ if series is None or not series.results:
     st.stop()
 for result in series.results:
     if result.duplicate_of:
-        st.warning(f"{result.revision} has exactly the weights of {result.duplicate_of}: a flat stretch there is "
-                   "not a finding.")
+        st.warning(literal(f"{result.revision} has exactly the weights of {result.duplicate_of}")
+                   + ": a flat stretch there is not a finding.")
 table = series.table(k, ccr)
 chart(series.heatmaps(k, ccr), table, "across-training", series.describe(k, ccr))
 results = series.results

@@ -7,6 +7,7 @@ from analysis.results.report import report_file_name
 from dashboard import compute
 from dashboard.export import chart, provenance, view_state_button
 from dashboard.sidebar import sidebar
+from dashboard.text import literal
 
 REGIME_TEXT = {"detour": "detour: late layers collapse below the null band",
                "direct": "direct: late layers stay aligned", "mixed": "mixed: late layers inside the band"}
@@ -16,15 +17,15 @@ st.title("Triage")
 with compute.friendly_errors():
     ref = compute.view_ref(view)
     info = compute.card(ref)
-st.subheader(info["name"] + (f" @ {info['revision']}" if info["revision"] else ""))
+st.subheader(literal(info["name"] + (f" @ {info['revision']}" if info["revision"] else "")))
 cols = st.columns(5)
-cols[0].metric("Architecture", info["architecture"].removesuffix("ForCausalLM"))
+cols[0].metric("Architecture", literal(info["architecture"].removesuffix("ForCausalLM")))
 cols[1].metric("Blocks", info["n_layers"])
 cols[2].metric("d_model", info["d_model"])
 cols[3].metric("Vocabulary", f"{info['vocab_size']:,}")
 cols[4].metric("Embeddings", "tied" if info["tied_embeddings"] else "untied")
-st.caption(f"Weights loaded: `{info['identity']}` ({info['kind']}"
-           + (f", {len(info['checkpoints'])} checkpoints" if info["checkpoints"] else "") + ")")
+st.caption(literal(f"Weights loaded: {info['identity']} ({info['kind']}"
+                   + (f", {len(info['checkpoints'])} checkpoints" if info["checkpoints"] else "") + ")"))
 
 with compute.friendly_errors():
     loaded = compute.loaded_model(view)

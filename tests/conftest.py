@@ -9,6 +9,7 @@ _SESSION_DIR = Path(tempfile.mkdtemp(prefix="rg-tests-"))
 os.environ.setdefault("RG_MODELS_DIR", str(Path(__file__).resolve().parent.parent / "cache" / "models"))
 os.environ["RG_CACHE_DIR"] = str(_SESSION_DIR / "cache")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RG_DEBUG", "1")  # a bug raises its exception (the one-line handler tests unset it)
 # The dashboard opens files only under allowed roots: the tests' models and texts live in the temp folder.
 os.environ.setdefault("RG_ALLOWED_ROOTS", os.pathsep.join([tempfile.gettempdir(), os.environ["RG_CACHE_DIR"]]))
 

@@ -2,6 +2,7 @@
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,11 @@ def run_page(page: str, **query) -> AppTest:
         app.query_params[key] = str(value)
     app.switch_page(page)
     return app.run()
+
+
+def shown(text: str) -> str:
+    """What a visitor reads in a Markdown element: the dashboard escapes echoed text (``dashboard.text.literal``)."""
+    return re.sub(r"\\(.)", r"\1", text).replace("\u2060", "")
 
 
 def charts(app: AppTest) -> list[dict]:

@@ -157,3 +157,71 @@ def test_sweep_results_in_the_browser(server, browser, sweep_store, series, tmp_
     assert heatmap == 4  # embeddings + 3 blocks, one column per stored checkpoint
     assert "Sweep results" in browser.find_element(By.CSS_SELECTOR, "[data-testid=stRadio]").text
     screenshot(browser, "across-training-sweep", tmp_path)
+
+
+PAYLOAD = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
+
+
+def settled(driver, timeout: float = 600) -> None:
+    """Wait until the script has stopped running and stays stopped for a second (pages that rerun themselves
+    once their exact numbers are in, or that draw no chart)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    script = ("const a = document.querySelector('[data-testid=stApp]');"
+              "return a ? a.getAttribute('data-test-script-state') : null;")
+    quiet = []
+
+    def stopped(d) -> bool:
+        quiet.append(d.execute_script(script) == "notRunning")
+        return len(quiet) >= 5 and all(quiet[-5:])
+
+    WebDriverWait(driver, timeout, poll_frequency=0.25).until(stopped)
+
+
+def no_script_ran(driver) -> bool:
+    return driver.execute_script("return window.__pwned === undefined && !document.querySelector('img[src=\"x\"]') "
+                                 "&& !document.querySelector('a[href*=\"evil.example\"]');")
+
+
+def test_no_script_runs_from_a_hostile_model_text_or_link(server, browser, neox_folder, tmp_path):
+    """A model whose config, folder name and text carry script and event handlers, and a crafted link: every page
+    and the report show them as text, and nothing runs."""
+    import json
+    import shutil
+
+    from selenium.webdriver.common.by import By
+
+    from analysis.data.corpus import Sampling, load_corpus
+    from analysis.runs import analyses
+    from analysis.runs.settings import Compute, ModelChoice
+
+    model = tmp_path / 'm"><img src=x onerror="window.__pwned=1">'
+    shutil.copytree(neox_folder, model)
+    config = json.loads((model / "config.json").read_text())
+    config["architectures"] = [PAYLOAD]
+    (model / "config.json").write_text(json.dumps(config))
+    text = tmp_path / "text.txt"
+    text.write_text(f"{PAYLOAD} [log in again](http://evil.example/login) and some ordinary prose.\n" * 600)
+    query = urlencode({"model": str(model), "corpus": str(text), "n_tokens": 128,
+                       "a": str(model), "b": f"{model}@main"})
+    for page in ("", "readout", "capacity", "training", "models", "compare", "probes", "token_map"):
+        browser.get(f"{server}/{page}?{query}")
+        settled(browser)
+        assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid=stException]"), page
+        if page == "token_map":  # hover text holds the tokens in context
+            browser.execute_script("const c = document.querySelector('.js-plotly-plot');"
+                                   "Plotly.Fx.hover(c, [{curveNumber: 0, pointNumber: 0}]);")
+        assert no_script_ran(browser), page
+
+    link = "[log in](http://evil.example/)"
+    browser.get(f"{server}/capacity?{urlencode({'model': str(neox_folder), 'n_tokens': link})}")
+    settled(browser)
+    assert no_script_ran(browser) and link in browser.find_element(By.TAG_NAME, "body").text.replace("\u2060", "")
+
+    loaded = analyses.open_model(ModelChoice(str(model)), Compute("cpu"))
+    report = tmp_path / "report.html"
+    report.write_text(analyses.model_report(loaded, load_corpus(str(text)), Sampling(n_tokens=128),
+                                            Compute("cpu")).html())
+    browser.get(report.as_uri())
+    assert browser.execute_script("return document.querySelectorAll('.js-plotly-plot').length;") >= 4
+    assert no_script_ran(browser) and PAYLOAD in browser.find_element(By.TAG_NAME, "body").text

@@ -23,8 +23,8 @@ def test_second_call_computes_nothing(cache):
         calls.append(1)
         return np.arange(5.0)
 
-    first = cache.get_or_compute("ns", 1, {"a": 1}, compute)
-    second = cache.get_or_compute("ns", 1, {"a": 1}, compute)
+    first = cache.get_or_compute("ns", 1, {"a": 1}, compute, object)
+    second = cache.get_or_compute("ns", 1, {"a": 1}, compute, object)
     assert calls == [1] and first.computed and not second.computed
     np.testing.assert_array_equal(second.value, np.arange(5.0))
     assert second.provenance["spec"] == {"a": 1}
@@ -52,14 +52,14 @@ def test_interrupted_computation_leaves_no_entry(cache):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        cache.get_or_compute("ns", 1, {"a": 1}, interrupted)
-    assert cache.get("ns", 1, {"a": 1}) is None
-    assert cache.get_or_compute("ns", 1, {"a": 1}, lambda: 7).computed
+        cache.get_or_compute("ns", 1, {"a": 1}, interrupted, object)
+    assert cache.get("ns", 1, {"a": 1}, object) is None
+    assert cache.get_or_compute("ns", 1, {"a": 1}, lambda: 7, object).computed
 
 
 def test_corrupted_entry_is_recomputed(cache):
     big = np.ones(100_000)  # large enough for diskcache to store it in its own file
-    cache.get_or_compute("ns", 1, {"a": 1}, lambda: big)
+    cache.get_or_compute("ns", 1, {"a": 1}, lambda: big, object)
     files = [p for p in cache.directory.rglob("*.val")]
     assert files
     for path in files:
@@ -67,8 +67,8 @@ def test_corrupted_entry_is_recomputed(cache):
         data[len(data) // 2] ^= 0xFF
         path.write_bytes(bytes(data))
     with pytest.warns(CacheRecomputed, match="checksum mismatch"):
-        assert cache.get("ns", 1, {"a": 1}) is None
-    again = cache.get_or_compute("ns", 1, {"a": 1}, lambda: big)
+        assert cache.get("ns", 1, {"a": 1}, object) is None
+    again = cache.get_or_compute("ns", 1, {"a": 1}, lambda: big, object)
     assert again.computed and again.value.sum() == 100_000
 
 
@@ -81,7 +81,7 @@ def test_concurrent_callers_share_one_computation(cache):
         return 42
 
     threads = [threading.Thread(target=lambda: results.append(
-        cache.get_or_compute("ns", 1, {"k": 1}, slow).value)) for _ in range(3)]
+        cache.get_or_compute("ns", 1, {"k": 1}, slow, object).value)) for _ in range(3)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -105,13 +105,13 @@ def test_a_planted_pickle_is_never_executed(cache, tmp_path):
     with diskcache.Cache(str(cache.directory)) as plain:  # diskcache's own Disk pickles what it is given
         plain.set(key, Planted(marker))
     with pytest.warns(CacheRecomputed, match="unreadable"):
-        assert cache.get("ns", 1, {"a": 1}) is None
+        assert cache.get("ns", 1, {"a": 1}, object) is None
     # the same payload inside a well-formed record, checksum and all
     payload = pickle.dumps(Planted(marker))
     with diskcache.Cache(str(cache.directory)) as plain:
         plain.set(key, pack(payload, {"spec": {"a": 1}}))
     with pytest.warns(CacheRecomputed, match="not a cache value.*pickled"):
-        entry = cache.get_or_compute("ns", 1, {"a": 1}, lambda: 5)
+        entry = cache.get_or_compute("ns", 1, {"a": 1}, lambda: 5, object)
     assert entry.computed and entry.value == 5
     assert not marker.exists()
 
@@ -141,7 +141,7 @@ def test_a_corrupt_database_is_set_aside(tmp_path):
     (folder / "cache.db").write_bytes(b"this is not sqlite" * 100)
     with pytest.warns(CacheRecomputed, match="unreadable"):
         cache = ResultCache(folder)
-    assert cache.get_or_compute("ns", 1, {"a": 1}, lambda: 4).value == 4
+    assert cache.get_or_compute("ns", 1, {"a": 1}, lambda: 4, object).value == 4
     assert list(folder.glob("cache.db.corrupt-*"))
 
 
@@ -149,6 +149,6 @@ def test_a_deleted_cache_folder_is_recreated(cache):
     cache.put("ns", 1, {"a": 1}, 1)
     shutil.rmtree(cache.directory)
     with pytest.warns(CacheRecomputed):
-        entry = cache.get_or_compute("ns", 1, {"a": 2}, lambda: np.ones(100_000))
-    assert entry.value.sum() == 100_000 and cache.get("ns", 1, {"a": 2}) is not None
+        entry = cache.get_or_compute("ns", 1, {"a": 2}, lambda: np.ones(100_000), object)
+    assert entry.value.sum() == 100_000 and cache.get("ns", 1, {"a": 2}, object) is not None
     assert (cache.directory / "cache.db").exists()

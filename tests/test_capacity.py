@@ -48,7 +48,8 @@ def test_report_flags_extrapolation_and_gives_sensitivity():
     assert far.extrapolated
     assert far.at_minus["full"] < far.capacity["full"] < far.at_plus["full"]
     out = far.to_json()
-    assert set(out["capacity"]) == {"full", "adjusted", "jl_proven", "jl_fitted", "extrapolated"}
+    assert set(out["capacity"]) == {"full", "adjusted", "jl_proven", "jl_fitted", "extrapolated", "status"}
+    assert out["capacity"]["status"] == "estimated"
 
 
 def test_six_orders_of_magnitude_between_005_and_009_at_8192():

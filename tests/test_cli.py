@@ -80,7 +80,7 @@ def test_capacity_formulas_json():
     out = json.loads(result.stdout)
     assert (out["d"], out["eps"], out["class"]) == (4096, 0.0645, "Class 2")
     assert round(out["capacity"]["jl_proven"], 1) == 8.4 and out["capacity"]["extrapolated"] is True
-    assert set(out["capacity"]) == {"full", "adjusted", "jl_proven", "jl_fitted", "extrapolated"}
+    assert set(out["capacity"]) == {"full", "adjusted", "jl_proven", "jl_fitted", "extrapolated", "status"}
     bad = run_cli("capacity", "--d", "0", "--eps", "0.1")
     assert bad.returncode == 2 and "d must be at least 1" in bad.stderr
 

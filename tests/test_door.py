@@ -14,7 +14,7 @@ from analysis.results.collections import DepthCurves
 from analysis.runs import analyses
 from analysis.runs.settings import Compute, ModelChoice, clip_epsilon, k_grid, pga_settings, snap_k
 from analysis.storage.cache import ResultCache
-from tests.test_app import charts, run_page
+from tests.test_app import charts, run_page, shown
 from tests.test_cli import run_cli
 
 CPU = Compute(device="cpu")
@@ -88,7 +88,7 @@ def test_epsilon_is_clipped_in_one_place(antipodal):
 def test_probe_caption_states_the_k_it_used(tiny_models):
     app = run_page("pages/probes.py", model=tiny_models[("llama", False)], n_tokens=128)
     assert not app.exception and not app.error
-    caption = " ".join(c.value for c in app.caption)
+    caption = " ".join(shown(c.value) for c in app.caption)
     assert "k = 8" in caption and "k = 100" not in caption and "R = 100" in caption
 
 

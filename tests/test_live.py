@@ -16,7 +16,7 @@ from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.runs import analyses, pipeline
 from analysis.runs.settings import Compute, ModelChoice, k_grid, pga_settings, preview_settings
 from analysis.storage.cache import ResultCache
-from tests.test_app import run_page, z_values
+from tests.test_app import run_page, shown, z_values
 
 CPU = Compute(device="cpu")
 
@@ -252,7 +252,7 @@ def test_a_failing_fill_says_so_and_leaves_nothing_half_written(tiny_models, mon
     monkeypatch.setattr(pipeline, "pga_sweep", out_of_memory_for_k2)
     app = run_page("pages/readout.py", model=model, n_tokens=128, k=4, seed=7)  # a seed no other test fills
     assert not app.exception
-    assert any("Filling in k = 2, CCR-1 stopped" in w.value for w in app.warning)
+    assert any("Filling in k = 2, CCR-1 stopped" in shown(w.value) for w in app.warning)
     assert z_values(app)  # the page itself is drawn
     view = compute.ViewState(model=str(model), n_tokens=128, seed=7)
     loaded = analyses.open_model(view.choice, CPU)

@@ -9,8 +9,8 @@ import pytest
 
 from analysis.errors import InputError
 from analysis.runs.backends import LocalBackend, RayBackend, check_reachable
+from analysis.runs.series import CHECKPOINT_RECORD, SERIES_VERSION
 from analysis.runs.series import SERIES_NAMESPACE as NAMESPACE
-from analysis.runs.series import SERIES_VERSION
 from analysis.runs.sweep import run_sweep
 from analysis.storage.store import ResultStore
 from tests.test_cli import run_cli
@@ -30,7 +30,7 @@ def metrics(store: ResultStore) -> dict:
     """Every stored number that a computation produced (timings and host left out)."""
     return {(r["value"]["revision"], r["spec"]["sampling"]["seed"]):
             (r["value"]["loss"], r["value"]["layers"], r["value"]["identity"])
-            for r in store.records(NAMESPACE, SERIES_VERSION)}
+            for r in store.records(NAMESPACE, SERIES_VERSION, CHECKPOINT_RECORD)}
 
 
 def test_ray_matches_the_local_backend_exactly(local_ray, series, tmp_path):
@@ -71,7 +71,8 @@ def test_a_killed_worker_is_retried_and_the_store_is_complete(local_ray, series,
     retried = [o for o in report.outcomes if o.attempts == 2]
     assert report.ok and len(retried) == 1, report.summary()
     assert "Worker" in retried[0].errors[0] or "died" in retried[0].errors[0]
-    assert len(list(store.records(NAMESPACE, SERIES_VERSION))) == 6  # every record present and passing its checksum
+    # every record present and passing its checksum
+    assert len(list(store.records(NAMESPACE, SERIES_VERSION, CHECKPOINT_RECORD))) == 6
     assert not list((tmp_path / "store").rglob("*.corrupt-*"))
     again = run_sweep(plan_of(series, retries=2), RayBackend(), store)
     assert again.count("stored") == 3 and again.count("computed") == 0

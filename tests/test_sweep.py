@@ -9,8 +9,8 @@ from analysis.results.collections import CheckpointResult
 from analysis.runs import series as series_module
 from analysis.runs.backends import LocalBackend
 from analysis.runs.plan import parse_plan, read_plan
+from analysis.runs.series import CHECKPOINT_RECORD, SERIES_VERSION, training_sweep
 from analysis.runs.series import SERIES_NAMESPACE as NAMESPACE
-from analysis.runs.series import SERIES_VERSION, training_sweep
 from analysis.runs.sweep import run_sweep
 from analysis.storage.cache import ResultCache
 from analysis.storage.store import ResultStore
@@ -59,7 +59,7 @@ def test_local_sweep_stores_every_run_and_a_rerun_computes_nothing(series, tmp_p
     report = run_sweep(plan_of(series), LocalBackend("cpu"), store, lambda *a: calls.append(a),
                        cache_dir=str(tmp_path / "cache"))
     assert report.ok and report.count("computed") == 3, report.summary()
-    records = list(store.records(NAMESPACE, SERIES_VERSION))
+    records = list(store.records(NAMESPACE, SERIES_VERSION, CHECKPOINT_RECORD))
     assert len(records) == 3 * 2  # checkpoints x seeds
     assert {r["value"]["revision"] for r in records} == {f"checkpoint-{s}" for s in STEPS}
     assert {(x["k"], x["ccr"]) for x in records[0]["value"]["layers"]} == {(8, 0), (8, 1)}
@@ -160,7 +160,7 @@ def test_two_sweeps_writing_one_store_at_once(series, tmp_path):
               for _ in range(2)]
     outputs = [sweep.communicate(timeout=600) for sweep in sweeps]
     assert [sweep.returncode for sweep in sweeps] == [0, 0], [err for _, err in outputs]
-    records = list(ResultStore(tmp_path / "store").records(NAMESPACE, SERIES_VERSION))
+    records = list(ResultStore(tmp_path / "store").records(NAMESPACE, SERIES_VERSION, CHECKPOINT_RECORD))
     assert len(records) == 3 and {r["value"]["revision"] for r in records} == {f"checkpoint-{s}" for s in STEPS}
     assert not list((tmp_path / "store").rglob(".tmp-*")) and not list((tmp_path / "store").rglob("*.corrupt-*"))
 
@@ -176,6 +176,6 @@ def test_a_hub_model_is_planned_from_its_config_and_swept_by_commit(neox_folder,
     store = ResultStore(tmp_path / "store")
     report = run_sweep(plan, LocalBackend("cpu"), store, cache_dir=str(tmp_path / "cache"))
     assert report.ok, report.summary()
-    (record,) = [r["value"] for r in store.records(NAMESPACE, SERIES_VERSION)]
+    (record,) = [r["value"] for r in store.records(NAMESPACE, SERIES_VERSION, CHECKPOINT_RECORD)]
     assert (record["name"], record["revision"], record["step"], record["identity"]) == ("acme/tiny", "step1000",
                                                                                         1000, SHA)

@@ -17,7 +17,7 @@ from analysis.errors import InputError
 from analysis.models.loading import remove_stale_partials
 from analysis.models.refs import check_gguf, resolve
 from analysis.storage.paths import cache_dir
-from tests.test_app import charts, run_page
+from tests.test_app import charts, run_page, shown
 from tests.test_cli import run_cli
 from tests.test_sweep import PLAN
 
@@ -36,19 +36,19 @@ def allowed(tmp_path, monkeypatch, neox_folder):
 
 
 def everything_shown(app) -> str:
-    texts = [e.value for kind in ("error", "warning", "info", "caption", "markdown") for e in getattr(app, kind)]
+    texts = [shown(e.value) for kind in ("error", "warning", "info", "caption", "markdown") for e in getattr(app, kind)]
     return json.dumps(texts) + json.dumps(charts(app))
 
 
 def test_url_paths_outside_the_allowed_roots_are_refused(allowed):
     app = run_page("pages/token_map.py", model=allowed / "model", corpus="/etc/passwd", n_tokens=128)
     assert not app.exception and not charts(app)
-    assert str(allowed) in app.error[0].value and "root:" not in everything_shown(app)
+    assert str(allowed) in shown(app.error[0].value) and "root:" not in everything_shown(app)
     refusals = []
     for path in ("/etc", "/no/such/place", str(allowed / ".." / ".." / "etc")):
         app = run_page("pages/triage.py", model=path)
         assert not app.exception and not charts(app)
-        refusals.append(app.error[0].value.replace(repr(path), "PATH"))
+        refusals.append(shown(app.error[0].value).replace(repr(path), "PATH"))
     assert len(set(refusals)) == 1 and str(allowed) in refusals[0]  # exists or not: the same words
     app = run_page("pages/triage.py", model=allowed / "model", n_tokens=128)
     assert not app.exception and not app.error and charts(app)  # inside the root it works
@@ -193,12 +193,12 @@ def test_a_bad_cache_entry_is_recomputed_and_said_so(neox_folder):
 # --- every failure is one clear line -----------------------------------------------------------------------------
 
 def test_infinite_capacity_is_json_null_with_the_reason():
-    result = run_cli("capacity", "--d", "4096", "--eps", "0.5", "--json")
+    result = run_cli("capacity", "--d", "100000", "--eps", "0.099", "--json")  # Class 2, past the float range
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["capacity"]["adjusted"] is None and "adjusted" in out["infinite"]["formulas"]
-    assert "largest float" in out["infinite"]["reason"]
-    text = run_cli("capacity", "--d", "4096", "--eps", "0.5")
+    assert out["capacity"]["full"] > 1e60 and "largest float" in out["infinite"]["reason"]
+    text = run_cli("capacity", "--d", "100000", "--eps", "0.099")
     assert text.returncode == 0 and "infinite" in text.stdout
 
 

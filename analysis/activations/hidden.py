@@ -106,7 +106,8 @@ def tokenised_corpus(loaded: LoadedModel, corpus: Corpus, cache: ResultCache | N
     """``[T]`` token ids of the whole corpus, cached per (tokenizer definition, text)."""
     cache = cache or default_cache()
     spec = {"tokenizer": tokenizer_fingerprint(loaded.tokenizer), "corpus": corpus.spec}
-    return cache.get_or_compute("tokens", TOKENS_VERSION, spec, lambda: tokenize(loaded.tokenizer, corpus)).value
+    return cache.get_or_compute("tokens", TOKENS_VERSION, spec, lambda: tokenize(loaded.tokenizer, corpus),
+                                np.ndarray).value
 
 
 def token_sample(loaded: LoadedModel, corpus: Corpus, sampling: Sampling,
@@ -136,7 +137,7 @@ def hidden_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, batch
     cache = cache or default_cache()
     return cache.get_or_compute(
         "hidden-states", HIDDEN_VERSION, states_spec(loaded.spec, corpus, sampling),
-        lambda: extract(loaded, token_sample(loaded, corpus, sampling, cache), batch_size, progress),
+        lambda: extract(loaded, token_sample(loaded, corpus, sampling, cache), batch_size, progress), HiddenStates,
     )
 
 
@@ -147,4 +148,4 @@ def states_spec(model: dict, corpus: Corpus, sampling: Sampling) -> dict:
 
 def stored_hidden_states(model: dict, corpus: Corpus, sampling: Sampling, cache: ResultCache) -> Entry | None:
     """The cached hidden states of ``model`` (a ``LoadedModel.spec``), or None: nothing is loaded or computed."""
-    return cache.get("hidden-states", HIDDEN_VERSION, states_spec(model, corpus, sampling))
+    return cache.get("hidden-states", HIDDEN_VERSION, states_spec(model, corpus, sampling), HiddenStates)

@@ -128,15 +128,28 @@ class CapacityReport:
     at_minus: dict[str, float]
     at_plus: dict[str, float]
 
+    @property
+    def status(self) -> str:
+        """``indeterminate`` (Class 1: no capacity is given), ``estimated`` (Class 2), or ``beyond the authors'
+        range`` (between the classes: the formulas give a number the authors do not estimate)."""
+        return {"Class 1": "indeterminate", "Class 2": "estimated"}.get(self.model_class, "beyond the authors' range")
+
     def to_json(self) -> dict:
-        """Plain JSON: an infinite capacity (more directions than a float holds) is ``null``, and
+        """Plain JSON. For Class 1 every capacity is ``null`` (indeterminate) and the formulas' values sit apart in
+        ``outside_domain``. An infinite capacity (more directions than a float holds) is ``null``, and
         ``infinite`` says which formulas overflowed and why."""
-        infinite = sorted({name for values in (self.capacity, self.at_minus, self.at_plus)
-                           for name, value in values.items() if math.isinf(value)})
+        numbers = {"capacity": _finite(self.capacity), "eps_minus": _finite(self.at_minus),
+                   "eps_plus": _finite(self.at_plus)}
+        shown = {name: dict.fromkeys(FORMULAS) for name in numbers} if self.status == "indeterminate" else numbers
         payload = {"d": self.d, "eps": self.eps, "class": self.model_class, "class_note": CLASS_NOTES[self.model_class],
-                   "capacity": {**_finite(self.capacity), "extrapolated": self.extrapolated},
-                   "sensitivity": {"delta": self.delta, "eps_minus": _finite(self.at_minus),
-                                   "eps_plus": _finite(self.at_plus)}}
+                   "capacity": {**shown["capacity"], "extrapolated": self.extrapolated, "status": self.status},
+                   "sensitivity": {"delta": self.delta, "eps_minus": shown["eps_minus"],
+                                   "eps_plus": shown["eps_plus"]}}
+        if self.status == "indeterminate":
+            payload["outside_domain"] = {**numbers, "reason": "epsilon > 0.2 lies outside the formulas' domain: "
+                                         "these are the formulas' values, not a capacity"}
+        infinite = sorted({name for values in shown.values() for name, value in values.items() if value is None
+                           and self.status != "indeterminate"})
         if infinite:
             payload["infinite"] = {"formulas": infinite, "reason": "the capacity exceeds the largest float "
                                    "(about 1.8e308 directions); it is written as null"}

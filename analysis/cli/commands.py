@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from analysis.capacity.formulas import FORMULAS
 from analysis.capacity.packing import fit_formulas, optimized_packing, random_packing
 from analysis.data.corpus import Corpus, Sampling, load_corpus
 from analysis.data.labelled import labelled_data
@@ -43,9 +45,20 @@ def check_writable(path: Path | None, option: str) -> None:
         path.unlink()
 
 
+def json_safe(node):
+    """``node`` with every NaN or infinite float as None (JSON has no such numbers: an undefined value is null)."""
+    if isinstance(node, float):
+        return node if math.isfinite(node) else None
+    if isinstance(node, dict):
+        return {key: json_safe(value) for key, value in node.items()}
+    if isinstance(node, list | tuple):
+        return [json_safe(value) for value in node]
+    return node
+
+
 def emit_json(payload: dict, out: Path | None) -> None:
-    """Write ``payload`` to ``out``, or print it when ``out`` is None or '-'."""
-    text = json.dumps(payload, indent=2, allow_nan=False)
+    """Write ``payload`` to ``out``, or print it when ``out`` is None or '-' (undefined numbers as null)."""
+    text = json.dumps(json_safe(payload), indent=2, allow_nan=False)
     if out is None or str(out) == "-":
         print(text)
     else:
@@ -133,8 +146,13 @@ def capacity(args: argparse.Namespace) -> int:
         emit_json(payload, args.json)
         return 0
     subject = payload.get("model", f"d = {payload['d']}")
-    print(f"{subject}: eps = {payload['eps']:.4f}, {payload['class']}")
-    for name, value in payload["capacity"].items():
+    capacities = payload["capacity"]
+    print(f"{subject}: eps = {payload['eps']:.4f}, {payload['class']}, capacity {capacities['status']}")
+    if capacities["status"] == "indeterminate":
+        print(f"  {payload['class_note']}")
+        return 0
+    for name in (*FORMULAS, "extrapolated"):
+        value = capacities[name]
         shown = value if name == "extrapolated" else "infinite (over 1.8e308)" if value is None else f"{value:.4g}"
         print(f"  {name:12} {shown}")
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -30,3 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: nothing partial was written to the cache", file=sys.stderr)
         return 130
+    except Exception as error:  # a bug, not bad input: one line; RG_DEBUG=1 shows the traceback
+        if os.environ.get("RG_DEBUG"):
+            raise
+        first = (str(error).strip().splitlines() or [""])[0][:300]
+        print(f"error: unexpected {type(error).__name__}: {first} (run again with RG_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+        return 1

@@ -17,13 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from analysis.errors import InputError, require
 from analysis.storage.codec import storable
-from analysis.storage.paths import checked_path
+from analysis.storage.paths import checked_dataset_id, checked_path, datasets_cache_dir, refusal, roots_in_force
 
 DEFAULT_MAX_MB = 256
 BUILTIN_CORPUS = "builtin"
@@ -153,16 +154,38 @@ def _hub_dataset(source: str, max_rows: int) -> Corpus:
     require(len(parts) == 3, f"Hub dataset {source!r} must read hf:NAME[@CONFIG]:SPLIT:COLUMN, "
                              "e.g. hf:ag_news:test:text.")
     name, split, column = parts
-    dataset_name, _, config = name.partition("@")
-    try:
-        import datasets
-
-        rows = datasets.load_dataset(dataset_name, config or None, split=f"{split}[:{max_rows}]")
-    except Exception as error:  # the datasets library raises many types; the message is what matters
-        raise InputError(f"Cannot load Hub dataset {source!r}: {type(error).__name__}: {error}") from None
+    rows = hub_dataset_rows(source, name, split, max_rows)
     require(column in rows.column_names, f"Hub dataset {source!r} has no column {column!r}; "
                                          f"columns: {', '.join(rows.column_names)}.")
     return Corpus(source, "\n\n".join(str(t) for t in rows[column]))
+
+
+def hub_dataset_rows(source: str, name: str, split: str, max_rows: int):
+    """The first ``max_rows`` rows of ``split`` of the Hub dataset ``NAME[@CONFIG]`` (a ``datasets.Dataset``),
+    downloaded under the project's cache. Under the dashboard's policy the name must be a Hub dataset id
+    (:func:`checked_dataset_id`), is looked up on the Hub only, and may not name one of the datasets library's
+    file readers (``json``, ``text``, ``csv`` ...), which would read the server's working folder."""
+    import datasets
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    dataset_name, _, config = name.partition("@")
+    checked_dataset_id(dataset_name, source)
+    path = dataset_name
+    if roots_in_force() is not None:
+        if dataset_name in _PACKAGED_DATASETS_MODULES:
+            raise refusal("Hub dataset", source, roots_in_force())
+        path = "hf://datasets/" + dataset_name  # never a local folder of that name
+    try:
+        return datasets.load_dataset(path, config or None, split=f"{split}[:{max_rows}]",
+                                     cache_dir=str(datasets_cache_dir()))
+    except Exception as error:  # the datasets library raises many types; the message is what matters
+        raise InputError(f"Cannot load Hub dataset {source!r}: {type(error).__name__}: {one_line(error)}") from None
+
+
+def one_line(error: BaseException) -> str:
+    """The first line of an exception's message, without the server's paths."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    return re.sub(r"(?<![\w:])/[^\s'\"]+", "<path>", first)[:300]
 
 
 def tokenize(tokenizer, corpus: Corpus, chunk_chars: int = 1 << 20) -> np.ndarray:

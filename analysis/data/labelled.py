@@ -12,11 +12,11 @@ import csv
 import io
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from pydoc_data.topics import topics
 
-from analysis.data.corpus import text_chunks
+from analysis.data.corpus import hub_dataset_rows, text_chunks
 from analysis.errors import InputError, require
+from analysis.storage.paths import checked_path
 
 BUILTIN_TOPICS = ("specialnames", "compound", "formatstrings", "debugger")
 
@@ -64,13 +64,7 @@ def labelled_from_hub(source: str, max_rows: int = 2000) -> Labelled:
     parts = source[3:].split(":")
     require(source.startswith("hf:") and len(parts) == 2, f"Hub data {source!r} must read hf:NAME[@CONFIG]:SPLIT.")
     name, split = parts
-    dataset_name, _, config = name.partition("@")
-    try:
-        import datasets
-
-        rows = datasets.load_dataset(dataset_name, config or None, split=f"{split}[:{max_rows}]")
-    except Exception as error:  # the datasets library raises many types; the message is what matters
-        raise InputError(f"Cannot load Hub dataset {source!r}: {type(error).__name__}: {error}") from None
+    rows = hub_dataset_rows(source, name, split, max_rows)
     require({"text", "label"} <= set(rows.column_names),
             f"Hub dataset {source!r} needs 'text' and 'label' columns; it has {', '.join(rows.column_names)}.")
     return check_labelled(Labelled([str(t) for t in rows["text"]], [str(y) for y in rows["label"]], source))
@@ -90,14 +84,13 @@ def check_labelled(data: Labelled) -> Labelled:
     return data
 
 
-
 def labelled_data(source: str) -> Labelled:
     """``builtin``, a ``.csv`` / ``.jsonl`` file, or ``hf:NAME[@CONFIG]:SPLIT``."""
     if source == "builtin":
         return builtin_task()
     if source.startswith("hf:"):
         return labelled_from_hub(source)
-    path = Path(source).expanduser()
+    path = checked_path(source, "Labelled data")
     require(path.is_file(), f"Labelled data {source!r} is not a file; give builtin, a .csv or .jsonl file, or "
                             "hf:NAME:SPLIT.")
     return labelled_from_bytes(path.read_bytes(), path.name)

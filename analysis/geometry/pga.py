@@ -438,6 +438,8 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                 rhos = _subspace_rhos(corrected32, candidates[k], design, settings.ranks, pause)
                 rho, null = float(rhos[0]), rhos[1:]
                 angles, shares = _angles(pca.components, readouts[k], settings.n_pcs)
+                if centred_cov_trace <= 0:  # identical states: no principal direction, no angle
+                    angles, shares = np.full_like(angles, np.nan), np.full_like(shares, np.nan)
                 # sum_i lambda_i ||V_k^T u_i||^2 = trace(V_k^T C V_k) = ||H_c V_k||_F^2 / (n_fit - 1)
                 in_readout = float((centred_fit @ readouts[k]).square().sum()) / max(len(fit_rows) - 1, 1)
                 rng = np.random.default_rng([settings.seed, layer, k, c])
@@ -445,7 +447,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                     layer=layer, k=k, ccr=c, n_tokens=n, n_pairs=design.n_pairs, rho_readout=rho, null=null,
                     z=float(_zscore(rho, null)),
                     z_interval=_z_interval(rho, null, settings.n_bootstrap, rng),
-                    p_value=float((1 + (null >= rho).sum()) / (1 + len(null))),
+                    p_value=float((1 + (null >= rho).sum()) / (1 + len(null))) if math.isfinite(rho) else math.nan,
                     pc_angles_deg=angles, pc_share_in_readout=shares,
                     variance_in_readout=in_readout / centred_cov_trace if centred_cov_trace > 0 else math.nan,
                     **spectrum,

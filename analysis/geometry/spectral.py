@@ -10,6 +10,9 @@ All take ``variances``: the eigenvalues of the covariance of the corrected state
   1 = equal variance in all d directions. With N <= d the covariance has rank < d, which caps it.
 - Condition number: largest over smallest singular value among those above ``rtol`` times the largest
   (default 1e-5; removed CCR components and numerical zeros fall below it).
+
+States with no variance at all (a text of one repeated token at the embedding layer) have no spectrum:
+every metric is NaN there, drawn as a gap.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ def _singular(variances: np.ndarray) -> np.ndarray:
 def rankme(variances: np.ndarray) -> float:
     s = _singular(variances)
     s = s[s > 0]
+    if not len(s):
+        return float("nan")
     p = s / s.sum()
     return float(np.exp(-(p * np.log(p)).sum()))
 
@@ -31,7 +36,7 @@ def rankme(variances: np.ndarray) -> float:
 def alpha_req(variances: np.ndarray, fit: tuple[int, int] = (1, 100)) -> float:
     lam = np.asarray(variances, dtype=np.float64)
     ranks = np.arange(1, len(lam) + 1)
-    chosen = (ranks >= fit[0]) & (ranks <= fit[1]) & (lam > lam.max() * 1e-12)
+    chosen = (ranks >= fit[0]) & (ranks <= fit[1]) & (lam > max(lam.max(initial=0.0), 0.0) * 1e-12)
     if chosen.sum() < 2:
         return float("nan")
     slope = np.polyfit(np.log(ranks[chosen]), np.log(lam[chosen]), 1)[0]
@@ -42,6 +47,8 @@ def isoscore(variances: np.ndarray, d: int) -> float:
     lam = np.zeros(d)
     values = np.clip(np.asarray(variances, dtype=np.float64), 0, None)[:d]
     lam[: len(values)] = values
+    if not lam.any():
+        return float("nan")
     n = float(d)
     normalised = np.sqrt(n) * lam / np.linalg.norm(lam)
     defect = np.linalg.norm(normalised - 1) / np.sqrt(2 * (n - np.sqrt(n)))
@@ -51,8 +58,8 @@ def isoscore(variances: np.ndarray, d: int) -> float:
 
 def condition_number(variances: np.ndarray, rtol: float = 1e-5) -> float:
     s = _singular(variances)
-    kept = s[s > s.max() * rtol]
-    return float(kept.max() / kept.min())
+    kept = s[s > s.max(initial=0.0) * rtol]
+    return float(kept.max() / kept.min()) if len(kept) and kept.min() > 0 else float("nan")
 
 
 def spectral_metrics(variances: np.ndarray, d: int, alpha_fit: tuple[int, int] = (1, 100)) -> dict:

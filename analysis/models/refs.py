@@ -27,7 +27,7 @@ from analysis.errors import InputError, require
 from analysis.models import builtin
 from analysis.models.hub import hub_step_branches, resolve_hub
 from analysis.storage.cache import default_cache
-from analysis.storage.paths import checked_path, roots_in_force
+from analysis.storage.paths import checked_hub_id, checked_path, checked_revision, roots_in_force
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 STEP_DIR = re.compile(r"^(?:checkpoint-|step)(\d+)$")
@@ -99,12 +99,12 @@ def resolve(name: str, revision: str | None = None, allow_pickle: bool = False,
     Raises InputError naming the value for an unknown model, a missing revision, a folder with no
     weights, pickled weights without ``allow_pickle``, or an unreachable Hub with nothing cached.
     """
-    ref = _resolve_weights(name.strip(), revision, allow_pickle, weights)
-    if not tokenizer:
+    folder = checked_path(tokenizer, "Tokenizer") if tokenizer else None
+    ref = _resolve_weights(name.strip(), checked_revision(revision), allow_pickle, weights)
+    if folder is None:
         return ref
     require(ref.kind in ("local", "checkpoint"), f"Model {name!r} brings its own tokenizer; a tokenizer folder "
                                                  "can be given for local folders and checkpoint folders only.")
-    folder = checked_path(tokenizer, "Tokenizer")
     require(has_tokenizer(folder), f"Tokenizer folder {tokenizer!r} holds no tokenizer files "
                                    f"({', '.join(TOKENIZER_CORE)}).")
     combined = f"{ref.identity}|{hash_files(tokenizer_files(folder))}"
@@ -126,7 +126,7 @@ def _resolve_weights(name: str, revision: str | None, allow_pickle: bool, weight
             f"Give a Hub id, a folder written by save_pretrained, a checkpoint folder, a .gguf file, "
             f"or {builtin.BUILTIN_NAME!r}."
         )
-    sha, folder = resolve_hub(name, revision, allow_pickle, weights=weights)
+    sha, folder = resolve_hub(checked_hub_id(name), revision, allow_pickle, weights=weights)
     step = _step_of(revision) if revision else None
     return ModelRef(name, "hub", revision, sha, folder, None, step)
 
@@ -231,7 +231,7 @@ def list_checkpoints(name: str) -> list[Checkpoint]:
     path = local_path(name)
     if path is not None:
         return list_local_checkpoints(path)
-    return hub_checkpoints(name) if HUB_ID.match(name) else []
+    return hub_checkpoints(checked_hub_id(name)) if HUB_ID.match(name) else []
 
 
 def hub_checkpoints(name: str) -> list[Checkpoint]:
@@ -268,6 +268,7 @@ def hash_files(files: list[Path]) -> str:
     for path in files:
         stat = path.stat()
         spec = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-        entry = default_cache().get_or_compute("file-sha256", 1, spec, lambda path=path: builtin.sha256_file(path))
+        entry = default_cache().get_or_compute("file-sha256", 1, spec, lambda path=path: builtin.sha256_file(path),
+                                               str)
         digest.update(f"{path.name}:{entry.value}\n".encode())
     return digest.hexdigest()

@@ -356,7 +356,8 @@ class TokenMapRun:
     def figure(self, colour_by: str = COLOURINGS[0]) -> go.Figure:
         colour = {COLOURINGS[0]: self.pc1, COLOURINGS[1]: self.share_in_readout,
                   COLOURINGS[2]: np.array(self.token_classes)}[colour_by]
-        hover = [f"<b>{t!r}</b><br>...{c}" for t, c in zip(self.tokens, self.contexts, strict=True)]
+        hover = [f"<b>{figures.plain(repr(t))}</b><br>...{figures.plain(c)}"
+                 for t, c in zip(self.tokens, self.contexts, strict=True)]
         return figures.token_map_figure(self.coords, colour, hover, colour_by, self.preview)
 
 

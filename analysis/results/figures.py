@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -30,8 +32,19 @@ def colours(n: int) -> list[str]:
     return [PALETTE[i % len(PALETTE)] for i in range(n)]
 
 
+def plain(text: str) -> str:
+    """``text`` as plotly shows it literally: plotly renders a subset of HTML (links, styles) in titles, trace
+    names, tick labels and hover text, so every string that may come from a user (a model's name, a
+    revision, a text) is escaped."""
+    return html.escape(str(text), quote=False)
+
+
 def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
-    fig.update_layout(title=title, height=height, margin=dict(l=60, r=20, t=50, b=50),
+    """The common layout; the title and every trace name are shown as plain text (:func:`plain`)."""
+    for trace in fig.data:
+        if trace.name:
+            trace.name = plain(trace.name)
+    fig.update_layout(title=plain(title), height=height, margin=dict(l=60, r=20, t=50, b=50),
                       legend=dict(orientation="h", y=-0.2), template="plotly_white")
     return fig
 
@@ -221,7 +234,7 @@ def checkpoint_heatmaps(series: list, k: int, ccr: int, title: str = "Across tra
 
     ``series`` is a list of ``analysis.results.collections.CheckpointResult``; duplicated weights are marked with *.
     """
-    labels = [f"{r.step}" + (f" * (= {r.duplicate_of})" if r.duplicate_of else "") for r in series]
+    labels = [plain(f"{r.step}" + (f" * (= {r.duplicate_of})" if r.duplicate_of else "")) for r in series]
 
     def grid(field: str) -> np.ndarray:
         return np.array([[getattr(x, field) for x in r.layers if (x.k, x.ccr) == (k, ccr)] for r in series]).T

@@ -61,7 +61,8 @@ class ModelReport:
                 "worst_late_layer": verdict.worst_late.layer if verdict.worst_late else None,
                 "worst_late_z_deeper_ccr": deeper.z if deeper else None,
                 "epsilon": self.capacity.geometry.stats.epsilon,
-                "class": report.model_class, "capacity_full": _finite(report.capacity["full"]),
+                "class": report.model_class, "capacity_status": report.status,
+                "capacity_full": None if report.status == "indeterminate" else _finite(report.capacity["full"]),
                 "k": self.depth.settings.ks[0], "n_tokens": self.depth.n_tokens}
 
     def html(self) -> str:
@@ -76,10 +77,10 @@ class ModelReport:
         rows = [("Architecture", card["architecture"]), ("Blocks", card["n_layers"]), ("d_model", card["d_model"]),
                 ("Vocabulary", f"{card['vocab_size']:,}"),
                 ("Embeddings", "tied" if card["tied_embeddings"] else "untied"), ("Kind", card["kind"]),
-                ("Weights identity", f"<code>{_e(card['identity'])}</code>")]
+                ("Weights identity", card["identity"])]
         revision = f" @ {_e(card['revision'])}" if card["revision"] else ""
         return (f"<h1>{_e(card['name'])}{revision}</h1><p class=\"note\">Readout-geometry triage report: Subspace PGA "
-                "(Xu 2026) and representational capacity (Guha 2026).</p>" + _table(rows, escape_values=False))
+                "(Xu 2026) and representational capacity (Guha 2026).</p>" + _table(rows, code={"Weights identity"}))
 
     def _verdict(self) -> str:
         verdict, stats, report = self.triage.verdict, self.capacity.geometry.stats, self.capacity.report
@@ -161,8 +162,9 @@ def _capacity_text(report, name: str) -> str:
     return "infinite (over 1.8e308)" if value == float("inf") else f"{value:.4g}"
 
 
-def _table(rows: list[tuple], escape_values: bool = True) -> str:
-    cells = "".join(f"<tr><th>{_e(key)}</th><td>{_e(value) if escape_values else value}</td></tr>"
+def _table(rows: list[tuple], code: set[str] = frozenset()) -> str:
+    """Rows of (key, value), every cell escaped; the values of the keys in ``code`` set in ``<code>``."""
+    cells = "".join(f"<tr><th>{_e(key)}</th><td>{f'<code>{_e(value)}</code>' if key in code else _e(value)}</td></tr>"
                     for key, value in rows)
     return f"<table>{cells}</table>"
 

@@ -79,6 +79,7 @@ from analysis.storage.cache import Entry, ResultCache, default_cache, library_ve
 from analysis.storage.store import ResultStore
 
 TOKEN_MAP_VERSION = 1
+TOKEN_MAP_SHAPE = {"coords": np.ndarray, "pc1": np.ndarray, "share_in_readout": np.ndarray}
 DEFAULT_COMPUTE = Compute()
 
 
@@ -262,13 +263,14 @@ def model_token_map(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, lay
     if preview:
         mapped = token_map(states, basis.top(k), ccr, sampling.seed, method="pca")
     elif stored_only:
-        hit = cache.get("token-map", TOKEN_MAP_VERSION, spec)
+        hit = cache.get("token-map", TOKEN_MAP_VERSION, spec, TOKEN_MAP_SHAPE)
         if hit is None:
             return None
         mapped = hit.value
     else:
         mapped = cache.get_or_compute("token-map", TOKEN_MAP_VERSION, spec,
-                                      lambda: token_map(states, basis.top(k), ccr, sampling.seed)).value
+                                      lambda: token_map(states, basis.top(k), ccr, sampling.seed),
+                                      TOKEN_MAP_SHAPE).value
     sample, tokenizer = hidden.sample, loaded.tokenizer
     tokens = [tokenizer.decode([int(t)]) for t in sample.token_ids]
     contexts = [tokenizer.decode(sample.windows[r, max(0, c - 8):c + 1].tolist())

@@ -24,7 +24,7 @@ from analysis.activations.pooling import pooled_states
 from analysis.capacity.epsilon import CosineStats, Histogram, cosine_histogram, cosine_stats, paired_cosines
 from analysis.data.corpus import Corpus, Sampling
 from analysis.errors import require
-from analysis.geometry.pga import PCA_KEPT, LayerPGA, PGASettings, fit_layer_pca, pga_sweep, remember_fitted
+from analysis.geometry.pga import PCA_KEPT, FittedPCA, LayerPGA, PGASettings, fit_layer_pca, pga_sweep, remember_fitted
 from analysis.geometry.readout import ReadoutBasis, readout_basis
 from analysis.models import arch
 from analysis.models.loading import LoadedModel
@@ -35,6 +35,7 @@ from analysis.results.collections import PGARun
 from analysis.runs.settings import Compute, is_preview, pga_settings
 from analysis.storage.cache import Entry, ResultCache, default_cache, spec_key
 from analysis.storage.codec import storable
+from analysis.storage.shapes import OneOf
 
 DEFAULT_COMPUTE = Compute()
 
@@ -60,7 +61,7 @@ def model_readout(loaded: LoadedModel, cache: ResultCache | None = None) -> Read
             return _readouts[key]
     basis = cache.get_or_compute(
         "readout", READOUT_VERSION, spec,
-        lambda: readout_basis(arch.unembedding(loaded.model).detach(), device=loaded.device),
+        lambda: readout_basis(arch.unembedding(loaded.model).detach(), device=loaded.device), ReadoutBasis,
     ).value
     with _readouts_lock:
         _readouts[key] = basis
@@ -71,7 +72,7 @@ def model_readout(loaded: LoadedModel, cache: ResultCache | None = None) -> Read
 
 def stored_readout(model: dict, cache: ResultCache) -> ReadoutBasis | None:
     """The cached readout basis of ``model`` (a ``LoadedModel.spec``), or None: nothing is loaded."""
-    hit = cache.get("readout", READOUT_VERSION, {"model": model})
+    hit = cache.get("readout", READOUT_VERSION, {"model": model}, ReadoutBasis)
     return None if hit is None else hit.value
 
 
@@ -127,7 +128,7 @@ def ready_pcas(states: np.ndarray, states_spec: dict, settings: PGASettings, lay
         with _pcas_ready_lock:
             if key in _pcas_ready:
                 continue
-        hit = cache.get("layer-pca", PCA_VERSION, spec)
+        hit = cache.get("layer-pca", PCA_VERSION, spec, FittedPCA)
         if hit is None or not remember_fitted(states, layer, settings, hit.value, device):
             with slot():
                 fitted = fit_layer_pca(states, layer, settings, device)
@@ -143,7 +144,7 @@ def _stored_pga(cache: ResultCache, spec: Callable[[int, int, int], dict], layer
     missing_k, missing_c = set(), set()
     for k in settings.ks:
         for c in settings.ccrs:
-            hit = cache.get("pga", PGA_VERSION, spec(layer, k, c))
+            hit = cache.get("pga", PGA_VERSION, spec(layer, k, c), LayerPGA)
             if hit is None:
                 missing_k.add(k)
                 missing_c.add(c)
@@ -231,7 +232,7 @@ def matrix_geometry(ref: ModelRef, which: str = "embedding", bins: int = 300, sa
                               cosine_histogram(stored.matrix, bins, sample_pairs, seed, device, progress),
                               stored.tied_embeddings, stored.model_type, stored.tensor_name)
 
-    return cache.get_or_compute("matrix-geometry", GEOMETRY_VERSION, spec, compute).value
+    return cache.get_or_compute("matrix-geometry", GEOMETRY_VERSION, spec, compute, MatrixGeometry).value
 
 
 def matrix_stats(ref: ModelRef, which: str = "embedding", device: str = "auto",
@@ -244,7 +245,7 @@ def matrix_stats(ref: ModelRef, which: str = "embedding", device: str = "auto",
         return cosine_stats(stored.matrix, device), stored.tied_embeddings
 
     return cache.get_or_compute("matrix-stats", GEOMETRY_VERSION, {"model": ref.spec, "which": which},
-                                compute).value
+                                compute, (CosineStats, bool)).value
 
 
 def embedding_unembedding_cosines(ref: ModelRef, bins: int = 300, cache: ResultCache | None = None):
@@ -261,7 +262,7 @@ def embedding_unembedding_cosines(ref: ModelRef, bins: int = 300, cache: ResultC
         return Histogram(edges, counts)
 
     return cache.get_or_compute("paired-cosines", GEOMETRY_VERSION, {"model": ref.spec, "bins": bins},
-                                compute).value
+                                compute, OneOf((Histogram, None))).value
 
 
 POOLED_VERSION = 1
@@ -274,7 +275,7 @@ def model_pooled(loaded: LoadedModel, texts: list[str], max_tokens: int = 64, pr
     digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
     spec = {"model": loaded.spec, "texts": digest, "n_texts": len(texts), "max_tokens": max_tokens}
     return cache.get_or_compute("pooled", POOLED_VERSION, spec,
-                                lambda: pooled_states(loaded, texts, max_tokens, progress=progress)).value
+                                lambda: pooled_states(loaded, texts, max_tokens, progress=progress), np.ndarray).value
 
 
 def model_hidden_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,

@@ -17,7 +17,7 @@ from analysis.activations.hidden import stored_hidden_states, token_sample, toke
 from analysis.activations.loss import heldout_windows, mean_loss
 from analysis.data.corpus import Corpus, Sampling, bos_token
 from analysis.errors import InputError, require
-from analysis.geometry.pga import PGASettings
+from analysis.geometry.pga import LayerPGA, PGASettings
 from analysis.models.card import describe
 from analysis.models.devices import dtype_name, pick_device, pick_dtype
 from analysis.models.hub import published_weight_hashes
@@ -28,6 +28,7 @@ from analysis.results.collections import CheckpointResult, CheckpointSeries, fla
 from analysis.runs.pipeline import cached_pga, model_hidden_states, model_pga, stored_readout
 from analysis.runs.settings import Compute, is_preview
 from analysis.storage.cache import ResultCache, canonical_json, default_cache
+from analysis.storage.shapes import OneOf, record_shape
 from analysis.storage.store import ResultStore
 
 SERIES_NAMESPACE = "checkpoint"
@@ -35,6 +36,10 @@ SERIES_VERSION = 3
 LOSS_VERSION = 1
 LOSS_WINDOWS = 16
 CHECKPOINT_KEYS = ("model", "revision", "step")  # what differs between the checkpoints of one series
+# The value of a checkpoint record (:func:`checkpoint_record`), as readers of the store check it.
+CHECKPOINT_RECORD = {"name": str, "revision": OneOf((str, None)), "step": OneOf((int, None)), "identity": str,
+                     "fingerprint": OneOf((str, None)), "layers": [record_shape(LayerPGA)], "loss": float,
+                     "seconds": dict}
 
 
 def weights_fingerprint(ref: ModelRef) -> str | None:
@@ -114,7 +119,8 @@ def measure_checkpoint(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, 
                                   bos_token(loaded.tokenizer))
         return float(mean_loss(loaded, windows))
 
-    loss = cache.get_or_compute("loss", LOSS_VERSION, loss_spec(loaded.spec, corpus, sampling), heldout_loss).value
+    loss = cache.get_or_compute("loss", LOSS_VERSION, loss_spec(loaded.spec, corpus, sampling), heldout_loss,
+                                float).value
     timings["loss"] = time.perf_counter() - start
     return checkpoint_record(loaded.ref, dtype_name(loaded.dtype), str(loaded.device), layers, loss, timings)
 
@@ -126,7 +132,7 @@ def record_from_cache(ref: ModelRef, dtype: str, device: str, corpus: Corpus, sa
     model = {**ref.spec, "dtype": dtype}
     entry = stored_hidden_states(model, corpus, sampling, cache)
     basis = stored_readout(model, cache)
-    loss = cache.get("loss", LOSS_VERSION, loss_spec(model, corpus, sampling))
+    loss = cache.get("loss", LOSS_VERSION, loss_spec(model, corpus, sampling), float)
     if entry is None or basis is None or loss is None:
         return None
     start = time.perf_counter()
@@ -193,10 +199,11 @@ def training_sweep(name: str, revisions: list[str], corpus: Corpus, sampling: Sa
         if preview:
             record = from_cache(ref)
         elif stored_only:
-            hit = store.get(SERIES_NAMESPACE, SERIES_VERSION, spec)
+            hit = store.get(SERIES_NAMESPACE, SERIES_VERSION, spec, CHECKPOINT_RECORD)
             record = None if hit is None else hit.value
         else:
-            record = store.get_or_compute(SERIES_NAMESPACE, SERIES_VERSION, spec, functools.partial(measure, ref)).value
+            record = store.get_or_compute(SERIES_NAMESPACE, SERIES_VERSION, spec, functools.partial(measure, ref),
+                                          CHECKPOINT_RECORD).value
         if record is None:
             return None
         results.append(CheckpointResult.from_record(record, step=number))
@@ -209,7 +216,7 @@ def training_sweep(name: str, revisions: list[str], corpus: Corpus, sampling: Sa
 def stored_series(store: ResultStore) -> list[CheckpointSeries]:
     """Every model x settings group of checkpoint records in ``store`` (a sweep's output), no model loaded."""
     groups: dict[tuple, list[dict]] = {}
-    for record in store.records(SERIES_NAMESPACE, SERIES_VERSION):
+    for record in store.records(SERIES_NAMESPACE, SERIES_VERSION, CHECKPOINT_RECORD):
         common = {key: value for key, value in record["spec"].items() if key not in CHECKPOINT_KEYS}
         groups.setdefault((record["value"]["name"], canonical_json(common)), []).append(record["value"])
     found = []

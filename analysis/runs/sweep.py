@@ -19,7 +19,14 @@ from analysis.models.hub import resolve_hub
 from analysis.models.refs import ModelRef, list_checkpoints
 from analysis.progress import Progress, report
 from analysis.runs.plan import SweepPlan
-from analysis.runs.series import SERIES_NAMESPACE, SERIES_VERSION, check_series, checkpoint_spec, measure_runs
+from analysis.runs.series import (
+    CHECKPOINT_RECORD,
+    SERIES_NAMESPACE,
+    SERIES_VERSION,
+    check_series,
+    checkpoint_spec,
+    measure_runs,
+)
 from analysis.runs.settings import pga_settings
 from analysis.storage.cache import ResultCache, default_cache
 from analysis.storage.store import ResultStore, StoreFull
@@ -128,7 +135,7 @@ def run_job(job: Job, store_url: str, progress: Progress | None = None) -> int:
     """Compute and store every run of ``job`` that the store lacks; returns how many were computed."""
     store = ResultStore(store_url)
     pending = [(spec, run) for spec, run in zip(job.specs(), job.runs, strict=True)
-               if not store.has(SERIES_NAMESPACE, SERIES_VERSION, spec)]
+               if not store.has(SERIES_NAMESPACE, SERIES_VERSION, spec, CHECKPOINT_RECORD)]
     if not pending:
         return 0
     cache = ResultCache(job.cache_dir) if job.cache_dir else default_cache()
@@ -140,7 +147,7 @@ def run_job(job: Job, store_url: str, progress: Progress | None = None) -> int:
 
 
 def is_stored(job: Job, store: ResultStore) -> bool:
-    return all(store.has(SERIES_NAMESPACE, SERIES_VERSION, spec) for spec in job.specs())
+    return all(store.has(SERIES_NAMESPACE, SERIES_VERSION, spec, CHECKPOINT_RECORD) for spec in job.specs())
 
 
 def _reason(error: BaseException) -> str:

@@ -39,6 +39,7 @@ from filelock import FileLock
 
 from analysis.storage.codec import decode, encode
 from analysis.storage.paths import cache_dir
+from analysis.storage.shapes import MAX_DEPTH, conforms, depth
 
 T = TypeVar("T")
 
@@ -58,7 +59,8 @@ def on_recomputed(listener: Callable[[str], None]) -> None:
     _listeners.append(listener)
 
 
-def _say(message: str) -> None:
+def say_rebuilt(message: str) -> None:
+    """Tell the user a stored entry or record was set aside: one ``warning:`` line in the CLI, a note in the page."""
     warnings.warn(message, CacheRecomputed, stacklevel=4)
     for listener in _listeners:
         listener(message)
@@ -104,20 +106,32 @@ class Entry:
     computed: bool
 
 
+HEADER_SHAPE = {"sha256": str, "provenance": dict}
+
+
 def pack(payload: bytes, provenance: dict) -> bytes:
     header = {"sha256": hashlib.sha256(payload).hexdigest(), "provenance": provenance}
     return json.dumps(header).encode() + b"\n" + payload
 
 
-def unpack(record: bytes) -> tuple[Any, dict]:
-    """(value, provenance) of a stored record; ValueError when it is not one or fails its checksum."""
+def unpack(record: bytes, shape: Any = Any) -> tuple[Any, dict]:
+    """(value, provenance) of a stored record; ValueError when it is not one, fails its checksum, or its
+    value does not have ``shape`` (``analysis.storage.shapes``)."""
     if not isinstance(record, bytes) or b"\n" not in record:
         raise ValueError("not a cache record")
     head, payload = record.split(b"\n", 1)
-    header = json.loads(head)
-    if hashlib.sha256(payload).hexdigest() != header.get("sha256"):
+    try:
+        header = json.loads(head)
+    except RecursionError:
+        raise ValueError("a header nested too deeply") from None
+    if not conforms(header, HEADER_SHAPE) or depth(header) > MAX_DEPTH:
+        raise ValueError("a header of the wrong shape")
+    if hashlib.sha256(payload).hexdigest() != header["sha256"]:
         raise ValueError("checksum mismatch")
-    return decode(payload), header["provenance"]
+    value = decode(payload)
+    if not conforms(value, shape):
+        raise ValueError(f"a value of the wrong shape ({type(value).__name__})")
+    return value, header["provenance"]
 
 
 class ResultCache:
@@ -139,8 +153,8 @@ class ResultCache:
         except sqlite3.DatabaseError as error:
             aside = self.directory / f"cache.db.corrupt-{int(time.time())}"
             (self.directory / "cache.db").rename(aside)
-            _say(f"The cache database in {self.directory} was unreadable ({error}); it was moved to {aside.name} "
-                 "and a new one started: results are computed again.")
+            say_rebuilt(f"The cache database in {self.directory} was unreadable ({error}); it was moved to "
+                        f"{aside.name} and a new one started: results are computed again.")
             self._store = self._connect()
 
     def _connect(self) -> diskcache.Cache:
@@ -148,7 +162,7 @@ class ResultCache:
                                eviction_policy="least-recently-used", disk=RawDisk)
 
     def _reopen(self, reason: str) -> None:
-        _say(f"The cache in {self.directory} {reason}; it was opened again.")
+        say_rebuilt(f"The cache in {self.directory} {reason}; it was opened again.")
         self._store.close()
         self._open()
 
@@ -163,8 +177,9 @@ class ResultCache:
             self._reopen(f"failed ({type(error).__name__}: {error})")
             return operation()
 
-    def get(self, namespace: str, version: int, spec: Any) -> Entry | None:
-        """The stored entry, or None if absent; a bad one is deleted, said so, and None returned."""
+    def get(self, namespace: str, version: int, spec: Any, shape: Any) -> Entry | None:
+        """The stored entry, or None if absent; a bad one (unreadable, failing its checksum, or not of
+        ``shape``, see ``analysis.storage.shapes``) is deleted, said so, and None returned."""
         key = spec_key(namespace, version, spec)
         try:
             record = self._retrying(lambda: self._store.get(key))
@@ -173,13 +188,13 @@ class ResultCache:
         if record is None:
             return None
         try:
-            value, provenance = unpack(record)
+            value, provenance = unpack(record, shape)
         except (ValueError, KeyError, TypeError) as error:
             return self._bad(key, error)
         return Entry(value, provenance, computed=False)
 
     def _bad(self, key: str, error: Exception) -> None:
-        _say(f"Cache entry {key} was unreadable ({error}); it is computed again.")
+        say_rebuilt(f"Cache entry {key} was unreadable ({error}); it is computed again.")
         self._retrying(lambda: self._store.delete(key))
         return None
 
@@ -197,16 +212,16 @@ class ResultCache:
         self._retrying(lambda: self._store.set(spec_key(namespace, version, spec), record))
         return provenance
 
-    def get_or_compute(self, namespace: str, version: int, spec: Any, compute: Callable[[], T]) -> Entry:
-        """Return the cached entry, or compute, store and return it (one computer per key)."""
-        hit = self.get(namespace, version, spec)
+    def get_or_compute(self, namespace: str, version: int, spec: Any, compute: Callable[[], T], shape: Any) -> Entry:
+        """Return the cached entry (of ``shape``), or compute, store and return it (one computer per key)."""
+        hit = self.get(namespace, version, spec, shape)
         if hit is not None:
             return hit
         key = spec_key(namespace, version, spec)
         lock_name = hashlib.sha256(key.encode()).hexdigest()[:32] + ".lock"
         self._lock_dir.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self._lock_dir / lock_name)):
-            hit = self.get(namespace, version, spec)
+            hit = self.get(namespace, version, spec, shape)
             if hit is not None:
                 return hit
             start = time.perf_counter()

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from analysis.storage.shapes import MAX_DEPTH, conforms, depth, field_shapes
+
 _STORABLE: dict[str, type] = {}
 
 
@@ -63,14 +65,24 @@ def encode(value: Any) -> bytes:
     return buffer.getvalue()
 
 
-def decode(data: bytes) -> Any:
-    """The value :func:`encode` wrote; ValueError for anything else (no pickle is ever loaded)."""
+def _archive(data: bytes) -> tuple[Any, dict[str, np.ndarray]]:
+    """(the JSON tree, the arrays by name) of an ``.npz`` archive; ValueError for anything else."""
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as archive:
             header = json.loads(archive["__json__"].tobytes())
             arrays = {name: archive[name] for name in archive.files if name != "__json__"}
     except (OSError, ValueError, KeyError) as error:  # not an archive, a pickle, no header, bad JSON
         raise ValueError(f"not a cache value: {error}") from None
+    except RecursionError:
+        raise ValueError("not a cache value: JSON nested too deeply to parse") from None
+    if depth(header) > MAX_DEPTH:
+        raise ValueError(f"not a cache value: nested deeper than {MAX_DEPTH} levels")
+    return header, arrays
+
+
+def decode(data: bytes) -> Any:
+    """The value :func:`encode` wrote; ValueError for anything else (no pickle is ever loaded)."""
+    header, arrays = _archive(data)
 
     def build(node: Any) -> Any:
         if isinstance(node, list):
@@ -86,10 +98,20 @@ def decode(data: bytes) -> Any:
         if "__dict__" in node:
             return {key: build(x) for key, x in node["__dict__"].items()}
         if node.get("__class__") in _STORABLE:
-            return _STORABLE[node["__class__"]](**{key: build(x) for key, x in node["fields"].items()})
+            return _rebuilt(_STORABLE[node["__class__"]], {key: build(x) for key, x in node["fields"].items()})
         raise ValueError(f"not a cache value: unknown node {sorted(node)[:3]}")
 
     try:
         return build(header)
-    except (KeyError, TypeError) as error:  # a missing array, fields that do not fit the class
+    except (KeyError, TypeError, AttributeError) as error:  # a missing array, fields that do not fit the class
         raise ValueError(f"not a cache value: {type(error).__name__}: {error}") from None
+
+
+def _rebuilt(cls: type, fields: dict) -> Any:
+    """``cls(**fields)`` when every field is there and has the shape its annotation asks for."""
+    shapes = field_shapes(cls)
+    wrong = [name for name, shape in shapes.items() if name in fields and not conforms(fields[name], shape)]
+    if set(fields) - set(shapes) or wrong:
+        raise ValueError(f"not a cache value: {cls.__name__} with unexpected or ill-shaped fields "
+                         f"{sorted(set(fields) - set(shapes)) + wrong}")
+    return cls(**fields)

@@ -12,7 +12,9 @@ Writes are atomic and first-writer-wins. On a local or shared (NFS) folder the b
 temporary file, are fsynced, and are hard-linked to the final name, which fails when the name exists;
 on an object store one PUT makes the object appear whole or not at all. Two sweeps writing the same
 key both succeed, one file remains, and it is complete. A file that fails its checksum is set aside
-as ``<name>.corrupt`` and computed again.
+as ``<name>.corrupt`` and computed again; so is one of the right format whose value has not the shape
+its reader expects (``analysis.storage.shapes``). A listing of the store (:meth:`ResultStore.records`)
+names such a record and skips it, so one bad file never hides the others.
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from analysis.errors import InputError
-from analysis.storage.cache import Entry, canonical_json, library_versions, spec_key
+from analysis.storage.cache import Entry, canonical_json, library_versions, say_rebuilt, spec_key
 from analysis.storage.paths import cache_dir
+from analysis.storage.shapes import MAX_DEPTH, conforms, depth
 
 FORMAT = 1
 SUFFIX = ".json.gz"
+RECORD_SHAPE = {"format": int, "namespace": str, "version": int, "spec": dict, "sha256": str, "provenance": dict,
+                "value": Any}
 
 
 class StoreFull(InputError):
@@ -69,19 +74,25 @@ class ResultStore:
             raise InputError(f"Cannot open the result store {self.url!r}: {error}") from None
         self.local = isinstance(self.fs, LocalFileSystem)
         self.set_aside: list[str] = []  # corrupt records found (and moved away) by this object
+        self.skipped: list[str] = []  # records of the wrong shape a listing passed over
 
     def path(self, namespace: str, version: int, spec: Any) -> str:
         """Where the result for ``spec`` lives (or would live)."""
         return f"{self.root}/{spec_key(namespace, version, spec)}{SUFFIX}"
 
-    def has(self, namespace: str, version: int, spec: Any) -> bool:
-        """Whether a valid record is stored: it is read and its checksum checked, so a corrupt file
+    def has(self, namespace: str, version: int, spec: Any, shape: Any) -> bool:
+        """Whether a valid record is stored: it is read, its checksum and shape checked, so a corrupt file
         is set aside (and listed in ``set_aside``) and counts as missing."""
-        return self._read(self.path(namespace, version, spec)) is not None
+        return self.get(namespace, version, spec, shape) is not None
 
-    def get(self, namespace: str, version: int, spec: Any) -> Entry | None:
-        """The stored entry, or None if absent; a corrupted file is set aside and None returned."""
-        record = self._read(self.path(namespace, version, spec))
+    def get(self, namespace: str, version: int, spec: Any, shape: Any) -> Entry | None:
+        """The stored entry, or None if absent; a corrupted file, or one whose value has not ``shape``, is set
+        aside (said so, one line) and None returned."""
+        path = self.path(namespace, version, spec)
+        record = self._read(path)
+        if record is not None and not conforms(record["value"], shape):
+            self._set_aside(path)
+            return None
         return None if record is None else Entry(record["value"], record["provenance"], computed=False)
 
     def put(self, namespace: str, version: int, spec: Any, value: Any, seconds: float = 0.0) -> bool:
@@ -95,22 +106,29 @@ class ResultStore:
                   "value": value, "sha256": _digest(value), "provenance": provenance}
         return self._write_once(self.path(namespace, version, spec), gzip.compress(_dumps(record).encode()))
 
-    def get_or_compute(self, namespace: str, version: int, spec: Any, compute: Callable[[], Any]) -> Entry:
-        """The stored entry, or compute, store and return it (a concurrent writer's copy wins)."""
-        hit = self.get(namespace, version, spec)
+    def get_or_compute(self, namespace: str, version: int, spec: Any, compute: Callable[[], Any], shape: Any) -> Entry:
+        """The stored entry (of ``shape``), or compute, store and return it (a concurrent writer's copy wins)."""
+        hit = self.get(namespace, version, spec, shape)
         if hit is not None:
             return hit
         start = time.perf_counter()
         value = json.loads(_dumps(compute()))
         self.put(namespace, version, spec, value, time.perf_counter() - start)
-        stored = self.get(namespace, version, spec)
+        stored = self.get(namespace, version, spec, shape)
         return Entry(stored.value if stored else value, stored.provenance if stored else {}, computed=True)
 
-    def records(self, namespace: str, version: int) -> Iterator[dict]:
-        """Every valid record of ``namespace/v<version>`` (order unspecified)."""
+    def records(self, namespace: str, version: int, shape: Any) -> Iterator[dict]:
+        """Every valid record of ``namespace/v<version>`` whose value has ``shape`` (order unspecified). A corrupt
+        file is set aside; a record of the wrong shape is named (one line, and in ``skipped``) and skipped."""
         for path in self.fs.glob(f"{self.root}/{namespace}/v{int(version)}/*{SUFFIX}"):
-            record = self._read(path)
-            if record is not None:
+            record, name = self._read(path), path.rsplit("/", 1)[-1]
+            if record is None:
+                if self.set_aside[-1:] == [path]:
+                    say_rebuilt(f"Store record {name} is unreadable or fails its checksum: set aside, skipped.")
+            elif not conforms(record["value"], shape):
+                self.skipped.append(path)
+                say_rebuilt(f"Store record {name} holds a value of the wrong shape: skipped.")
+            else:
                 yield record
 
     def _read(self, path: str) -> dict | None:
@@ -120,10 +138,12 @@ class ResultStore:
             return None
         try:
             record = json.loads(gzip.decompress(data))
-            if record.get("format") != FORMAT or _digest(record["value"]) != record["sha256"]:
+            if not conforms(record, RECORD_SHAPE) or depth(record) > MAX_DEPTH or record["format"] != FORMAT:
+                raise ValueError("not a record")
+            if _digest(record["value"]) != record["sha256"]:
                 raise ValueError("checksum mismatch")
             return record
-        except (OSError, EOFError, ValueError, KeyError, TypeError):
+        except (OSError, EOFError, ValueError, RecursionError):
             self._set_aside(path)
             return None
 
