@@ -19,10 +19,12 @@ import streamlit as st
 import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from analysis.capacity.atlas import Measured
 from analysis.data.corpus import Corpus, builtin_corpus, load_corpus
 from analysis.data.labelled import Labelled
 from analysis.errors import InputError
 from analysis.geometry.readout import ReadoutBasis
+from analysis.models import at_hand
 from analysis.models.card import describe
 from analysis.models.loading import LoadedModel, load
 from analysis.models.refs import ModelRef, list_checkpoints, resolve
@@ -421,6 +423,18 @@ def capacity(view: ViewState, which: str = "embedding", sample_pairs: int | None
     with Bar(f"Cosine histogram of the {which}") as bar:
         return analyses.model_capacity(view.choice, which, sample_pairs=sample_pairs, device=view.device,
                                        progress=bar)
+
+
+def measure_published(view: ViewState, name: str) -> Measured:
+    """epsilon of a published model (the capacity atlas), measured from its embedding shard alone."""
+    with Bar(f"Measuring {name}"):
+        return analyses.measure_published(name, view.device)
+
+
+@st.cache_data(show_spinner="Finding the models at hand ...", ttl=60)
+def models_at_hand() -> list[tuple[str, int]]:
+    """(reference, d_model) of the models this server holds, ordered by d_model (the width ladder)."""
+    return at_hand.models_at_hand()
 
 
 def paired(view: ViewState):

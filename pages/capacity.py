@@ -2,10 +2,12 @@
 
 import streamlit as st
 
+from analysis.capacity.atlas import SOURCE, published_models
 from analysis.capacity.formulas import CLASS_NOTES
 from analysis.capacity.packing import fit_formulas, optimized_packing, random_packing
 from analysis.results import figures
 from analysis.results.collections import (
+    atlas_table,
     capacity_curves_table,
     epsilon_curves_table,
     fits_table,
@@ -16,6 +18,7 @@ from analysis.results.collections import (
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.sidebar import sidebar
+from dashboard.text import literal
 from dashboard.view import demo_mode
 
 view = sidebar()
@@ -40,6 +43,27 @@ cols[3].metric("Capacity (full form)", "indeterminate" if report.model_class == 
                else f"{report.capacity['full']:.3g}")
 st.info(CLASS_NOTES[report.model_class] + (" The full-form number extrapolates beyond the fitted range "
                                            "(k in [2000, 32000], d <= 4096)." if report.extrapolated else ""))
+st.subheader("Among the published models")
+measured = list(st.session_state.get("measured", {}).values())
+chart(embedding.atlas_figure(measured), atlas_table(measured), "capacity-atlas",
+      f"Published epsilon, d_model and class: {SOURCE}. Capacities in the hover are the project's formulas at the "
+      "published (d_model, epsilon).")
+st.markdown(literal(embedding.placement))
+with st.expander("Measure a published model here"):
+    if demo_mode():
+        st.caption("Measuring is off in demo mode (it fetches a model's embedding shard from the Hub).")
+    else:
+        names = [m.name for m in published_models()]
+        pick = st.selectbox("Published model", names, index=names.index("TinyLlama 1.1B"),
+                            help="Fetches only the shard that holds the embedding (and the model's JSON files).")
+        if st.button("Measure its epsilon"):
+            with compute.friendly_errors():
+                found = compute.measure_published(view, pick)
+            st.session_state.setdefault("measured", {})[found.published.hub_id] = found
+            st.rerun()
+    for found in measured:
+        st.caption(literal(found.describe()))
+
 st.markdown("**Sensitivity**: capacity is exponential in epsilon squared; compare models, not counts.")
 st.dataframe(sensitivity_table(report), hide_index=True)
 chart(embedding.capacity_figure(), capacity_curves_table(report.d, report.eps), "capacity-curves")

@@ -4,9 +4,11 @@ URL holds both references (``?a=NAME@REV&b=NAME@REV``), so a comparison is share
 
 import streamlit as st
 
+from analysis.capacity.atlas import SOURCE, published_models
 from analysis.models.builtin import BUILTIN_NAME
 from analysis.models.refs import KNOWN_MODELS
-from analysis.results.collections import DepthCurves
+from analysis.results import figures
+from analysis.results.collections import DepthCurves, atlas_table
 from analysis.runs.settings import ModelChoice
 from dashboard import compute
 from dashboard.export import chart, view_state_button
@@ -47,6 +49,10 @@ for column, (side, run) in zip(st.columns(2), runs.items(), strict=True):
     metrics[2].metric("epsilon", f"{run.stats.epsilon:.4f}")
     metrics[3].metric("Class", report.model_class)
 
+widths = {side: run.card["d_model"] for side, run in runs.items()}
+chart(figures.atlas_figure(published_models(), {f"{side}: {choice.label}": (widths[side], runs[side].stats.epsilon)
+                                                for side, choice in (("A", choice_a), ("B", choice_b))}),
+      atlas_table(), "side-by-side-atlas", f"Both models among the published ones ({SOURCE}).")
 curves = DepthCurves({f"A: {choice_a.label}": runs["A"].pga.at(), f"B: {choice_b.label}": runs["B"].pga.at()})
 settings = "; ".join(f"{side}: {run.pga.describe()}" for side, run in runs.items())
 chart(curves.figure(), curves.table(), "side-by-side-z", settings)

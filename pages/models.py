@@ -37,7 +37,13 @@ st.title("Across models")
 found = sweep_source()
 if found:
     from_sweep(found)
-text = st.text_area("Models, one per line (a reference, optionally @revision)", value=view.choice.label,
+st.session_state.setdefault("models", view.choice.label)
+if st.button("Width ladder", help="The models this server holds (the built-in model, the demo series once trained, "
+                                  "the Hub models in its cache), ordered by d_model: the PGA paper's width rule "
+                                  "(d_model <= 1024 detour, >= 2048 aligned) across models at hand."):
+    with compute.friendly_errors():
+        st.session_state["models"] = "\n".join(name for name, _ in compute.models_at_hand())
+text = st.text_area("Models, one per line (a reference, optionally @revision)", key="models",
                     disabled=demo_mode(), help="Each model is loaded in turn; results are cached on disk.")
 k = int(st.number_input("k (capped at d / 4 of each model)", 1, 8192, 100))
 with compute.friendly_errors():
@@ -54,10 +60,10 @@ st.subheader("Convergence between two models")
 st.caption("Units: mean-pooled hidden states of the same ~400-character passages of the built-in text, so "
            "models with different tokenizers compare exactly the same items.")
 labels = [c.label for c in choices]
-if len(labels) < 2:
-    st.info("Add a second model above (or the same model @ another checkpoint) to compare two: a model against "
-            "itself gives 1 everywhere.")
-    labels, choices = labels * 2, choices * 2
+if len(labels) < 2:  # a model against itself gives 1 everywhere: nothing to compute
+    st.info("Add a second model above (or the same model @ another checkpoint) to compare two.")
+    view_state_button(view, models=labels, k=k)
+    st.stop()
 pick = st.columns(3)
 model_a = pick[0].selectbox("Model A", labels, index=0)
 model_b = pick[1].selectbox("Model B", labels, index=min(1, len(labels) - 1))

@@ -2,7 +2,9 @@
 
 import streamlit as st
 
+from analysis.capacity.atlas import placement
 from analysis.capacity.formulas import CLASS_NOTES
+from analysis.results.glossary import explain, glossary
 from analysis.results.report import report_file_name
 from dashboard import compute
 from dashboard.export import chart, provenance, view_state_button
@@ -45,25 +47,34 @@ summary, stats, pga = run.verdict, run.stats, run.pga
 k, ccr = pga.settings.ks[0], pga.settings.ccrs[0]
 st.markdown(f"#### Verdict (k = {k}, CCR-{ccr}, N = {pga.n_tokens}, R = {pga.settings.n_null}, "
             f"seed {pga.settings.seed})")
-cols = st.columns(4)
-cols[0].metric(f"Peak z (layer {summary.peak.layer})", f"{summary.peak.z:.1f}")
-cols[1].metric(f"Lowest z (layer {summary.lowest.layer})", f"{summary.lowest.z:.1f}")
-cols[2].metric("Regime", summary.regime, REGIME_TEXT[summary.regime], delta_color="off", delta_arrow="off")
+cols = st.columns(5)
+cols[0].metric(f"Peak z (layer {summary.peak.layer})", f"{summary.peak.z:.1f}", help=explain("z"))
+cols[1].metric(f"Lowest z (layer {summary.lowest.layer})", f"{summary.lowest.z:.1f}", help=explain("z"))
+cols[2].metric("Regime", summary.regime, REGIME_TEXT[summary.regime], delta_color="off", delta_arrow="off",
+               help=explain("regime"))
 if summary.worst_late_deeper_ccr is not None:
     deeper = summary.worst_late_deeper_ccr
     cols[3].metric(f"CCR-{deeper.ccr} at layer {summary.worst_late.layer}", f"{deeper.z:.1f}",
-                   f"{deeper.z - summary.worst_late.z:+.1f} vs CCR-{ccr}")
+                   f"{deeper.z - summary.worst_late.z:+.1f} vs CCR-{ccr}", help=explain("ccr"))
+if summary.worst_late is not None:
+    cols[4].metric(f"PC1 angle (layer {summary.worst_late.layer})", f"{summary.worst_late.pc1_angle_deg:.0f} deg",
+                   help=explain("pc1"))
+st.caption(summary.width_rule.describe())
 report = summary.capacity
 indeterminate = report.model_class == "Class 1"
 cols = st.columns(4)
 cols[0].metric("epsilon (embedding)", f"{stats.epsilon:.4f}", f"mu {stats.mu:.3f}, sigma {stats.sigma:.3f}",
-               delta_color="off", delta_arrow="off")
-cols[1].metric("Class", report.model_class)
+               delta_color="off", delta_arrow="off", help=explain("epsilon"))
+cols[1].metric("Class", report.model_class, help=explain("epsilon"))
 cols[2].metric("Capacity (full form)", "indeterminate" if indeterminate else f"{report.capacity['full']:.3g}",
                "extrapolated" if report.extrapolated and not indeterminate else None,
-               delta_color="off", delta_arrow="off")
-cols[3].metric("Capacity (JL, C = 3.03)", "indeterminate" if indeterminate else f"{report.capacity['jl_fitted']:.3g}")
-st.caption(CLASS_NOTES[report.model_class])
+               delta_color="off", delta_arrow="off", help=explain("capacity"))
+cols[3].metric("Capacity (JL, C = 3.03)", "indeterminate" if indeterminate else f"{report.capacity['jl_fitted']:.3g}",
+               help=explain("capacity"))
+st.caption(CLASS_NOTES[report.model_class] + " " + placement(stats.d, stats.epsilon))
+with st.expander("What the numbers mean"):
+    for title, text in glossary().values():
+        st.markdown(f"**{title}.** {text}")
 
 chart(run.z_figure(), run.table(), "triage-z", pga.describe() + ". " + provenance(pga.provenance, "Hidden states"))
 REPORT_HELP = ("One self-contained HTML file (opens offline, can be mailed): the card, the verdict, z at CCR 1, 5 and "

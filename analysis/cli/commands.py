@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.capacity.atlas import SOURCE, published_models
 from analysis.capacity.formulas import FORMULAS
 from analysis.capacity.packing import fit_formulas, optimized_packing, random_packing
 from analysis.data.corpus import Corpus, Sampling, load_corpus
@@ -155,6 +156,28 @@ def capacity(args: argparse.Namespace) -> int:
         value = capacities[name]
         shown = value if name == "extrapolated" else "infinite (over 1.8e308)" if value is None else f"{value:.4g}"
         print(f"  {name:12} {shown}")
+    return 0
+
+
+def atlas(args: argparse.Namespace) -> int:
+    if args.measure:
+        measured = analyses.measure_published(args.measure, args.device)
+        if args.json is not None:
+            emit_json(measured.to_json(), args.json)
+        else:
+            print(measured.describe())
+        return 0
+    rows = [{"name": m.name, "hub_id": m.hub_id, "d_model": m.d_model, "epsilon": m.epsilon, "class": m.model_class,
+             "capacity": m.capacity.to_json()["capacity"]} for m in published_models()]
+    if args.json is not None:
+        emit_json({"source": SOURCE, "models": rows}, args.json)
+        return 0
+    print(f"{SOURCE} (capacities computed here from d_model and epsilon):")
+    for row in rows:
+        full = row["capacity"]["full"]
+        shown = "indeterminate" if row["capacity"]["status"] == "indeterminate" else f"{full:.3g}"
+        print(f"  {row['name']:28} {row['hub_id']:48} d {row['d_model']:6}  eps {row['epsilon']:.5f}  "
+              f"{row['class']}  capacity {shown}")
     return 0
 
 
@@ -307,6 +330,6 @@ def sweep(args: argparse.Namespace) -> int:
     return 0 if outcome.ok else 1
 
 
-COMMANDS = {"model-info": model_info, "hidden-states": hidden_states, "pga": pga, "capacity": capacity,
+COMMANDS = {"atlas": atlas, "model-info": model_info, "hidden-states": hidden_states, "pga": pga, "capacity": capacity,
             "packing": packing, "checkpoints": checkpoints, "training-sweep": training_sweep, "sweep": sweep,
             "train-demo": train_demo_series, "convergence": convergence, "probe": probe, "report": report}

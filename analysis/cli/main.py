@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (``| head``): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("interrupted: nothing partial was written to the cache", file=sys.stderr)
         return 130

@@ -124,6 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
                           help="sensitivity: capacity at eps +- delta")
     capacity.add_argument("--json", nargs="?", const="-", type=Path, help="print JSON, or write it to a file")
 
+    atlas = commands.add_parser("atlas", help="the 45 published models' epsilon and class (Guha 2026, Table 1), "
+                                             "or one of them measured here")
+    atlas.add_argument("--measure", metavar="NAME", help="a published model's Hub id or name: measure its epsilon "
+                                                        "from the embedding shard alone, beside the published value")
+    atlas.add_argument("--device", default="auto")
+    atlas.add_argument("--json", nargs="?", const="-", type=Path, help="print JSON, or write it to a file")
+
     packing = commands.add_parser("packing", help="vector-packing simulations and formula fits")
     packing.add_argument("--d", type=int_list, required=True, help="dimensions, e.g. 64,128")
     packing.add_argument("--k", type=int_list, required=True, help="vector counts, e.g. 2000,4000")

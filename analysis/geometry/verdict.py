@@ -18,6 +18,46 @@ LATE_DEPTH = 0.6
 BAND = 2.0
 
 
+DETOUR_UP_TO, ALIGNED_FROM = 1024, 2048  # Xu 2026: d_model <= 1024 take a detour, >= 2048 stay aligned
+WIDTH_RULE = ("The PGA paper's width rule (Xu 2026): models with d_model <= 1024 take a detour as training goes on "
+              "(late layers fall below the null band while the final layer recovers); models with d_model >= 2048 "
+              "stay aligned.")
+
+
+@dataclass(frozen=True)
+class WidthRule:
+    """Where a model's width falls under the paper's rule, and whether its regime agrees."""
+
+    d_model: int
+    regime: str
+
+    @property
+    def expected(self) -> str | None:
+        """The regime the rule predicts: ``detour``, ``direct``, or None between the paper's two groups."""
+        return "detour" if self.d_model <= DETOUR_UP_TO else "direct" if self.d_model >= ALIGNED_FROM else None
+
+    @property
+    def agrees(self) -> bool | None:
+        """True or False when the rule predicts and the regime is clear; None otherwise (no prediction, mixed)."""
+        return None if self.expected is None or self.regime == "mixed" else self.regime == self.expected
+
+    def describe(self) -> str:
+        side = {"detour": "on the detour side", "direct": "on the aligned side"}.get(
+            self.expected, "between the two groups the paper measured, where the rule predicts neither")
+        text = f"{WIDTH_RULE} This model's d_model = {self.d_model} is {side}."
+        if self.agrees is True:
+            return f"{text} Its regime, {self.regime}, agrees."
+        if self.agrees is False:
+            return (f"{text} Its regime, {self.regime}, does not agree: that is a finding about this model (a "
+                    "checkpoint early in training, another architecture or other data can differ), not an error.")
+        if self.regime == "mixed" and self.expected:
+            return f"{text} Its regime, mixed (late layers inside the null band), neither agrees nor disagrees."
+        return text
+
+    def to_json(self) -> dict:
+        return {"d_model": self.d_model, "expected": self.expected, "regime": self.regime, "agrees": self.agrees}
+
+
 @dataclass(frozen=True)
 class Verdict:
     peak: LayerPGA
@@ -26,6 +66,10 @@ class Verdict:
     worst_late: LayerPGA | None
     worst_late_deeper_ccr: LayerPGA | None
     capacity: CapacityReport
+
+    @property
+    def width_rule(self) -> WidthRule:
+        return WidthRule(self.capacity.d, self.regime)
 
 
 def late_layers(results: list[LayerPGA]) -> list[LayerPGA]:

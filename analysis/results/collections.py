@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from analysis.capacity import atlas
 from analysis.capacity.epsilon import Histogram
 from analysis.capacity.formulas import FORMULAS, CapacityReport, capacity_curves, epsilon_curves
 from analysis.capacity.packing import PackingCell
@@ -374,6 +375,16 @@ def sensitivity_table(report: CapacityReport) -> pd.DataFrame:
                           f"eps + {report.delta}": f"{report.at_plus[name]:.3g}"} for name in FORMULAS])
 
 
+def atlas_table(measured: list | None = None) -> pd.DataFrame:
+    """The published models as shipped (``analysis.capacity.atlas``), the capacity the project's formulas give at
+    their (d_model, epsilon), and the epsilon measured here where a model was measured."""
+    here = {m.published.hub_id: m.epsilon for m in measured or []}
+    return pd.DataFrame([{"name": m.name, "hub_id": m.hub_id, "d_model": m.d_model, "epsilon": m.epsilon,
+                          "class": m.model_class, "capacity_full": None if m.model_class == "Class 1"
+                          else m.capacity.capacity["full"], "epsilon_measured_here": here.get(m.hub_id)}
+                         for m in atlas.published_models()])
+
+
 def capacity_curves_table(d: int, eps: float) -> pd.DataFrame:
     """The capacity-against-epsilon curves ``figures.capacity_figure`` draws."""
     return pd.DataFrame(capacity_curves(d, figures.capacity_grid(eps)))
@@ -415,6 +426,16 @@ class CapacityRun:
 
     def capacity_figure(self) -> go.Figure:
         return figures.capacity_figure(self.report.d, self.report.eps)
+
+    @property
+    def placement(self) -> str:
+        """Where the model sits among the published ones, in one line (``analysis.capacity.atlas``)."""
+        return atlas.placement(self.geometry.stats.d, self.geometry.stats.epsilon)
+
+    def atlas_figure(self, measured: list | None = None) -> go.Figure:
+        """This model (a star) among the 45 published ones, with any published model ``measured`` here."""
+        stats = self.geometry.stats
+        return figures.atlas_figure(atlas.published_models(), {self.model: (stats.d, stats.epsilon)}, measured)
 
     def to_json(self) -> dict:
         stats, histogram = self.geometry.stats, self.geometry.histogram

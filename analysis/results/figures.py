@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 
 import numpy as np
 import plotly.graph_objects as go
@@ -345,3 +346,45 @@ def token_map_figure(coords: np.ndarray, colour: np.ndarray, hover: list[str], c
     fig.update_yaxes(showticklabels=False)
     method = "Preview: top two PCs after CCR; the UMAP follows" if preview else "UMAP"
     return _layout(fig, f"Token map ({method}), coloured by {colour_name}", height=560)
+
+
+CLASS_COLOURS = {"Class 1": "#d62728", "Class 2": "#1f77b4"}
+
+
+def atlas_figure(published: list, highlighted: dict[str, tuple[int, float]],
+                 measured: list | None = None) -> go.Figure:
+    """epsilon against d_model (log) for the published models (``analysis.capacity.atlas``), coloured by class,
+    with the class thresholds; each ``highlighted`` model (label -> (d_model, epsilon)) as a star; each
+    ``measured`` published model (``Measured``) as an open diamond joined to its published point."""
+    fig = go.Figure()
+    fig.add_hrect(y0=CLASS2_BELOW, y1=CLASS1_ABOVE, fillcolor="grey", opacity=0.12, line_width=0,
+                  annotation_text="between classes", annotation_position="top left")
+    for level, text in ((CLASS2_BELOW, "Class 2 below 0.1"), (CLASS1_ABOVE, "Class 1 above 0.2")):
+        fig.add_hline(y=level, line_dash="dot", line_color="#555", annotation_text=text,
+                      annotation_position="bottom left" if level == CLASS2_BELOW else "top right")
+    hover = "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>d_model %{x:,}<br>epsilon %{y:.5f}<br>%{customdata[2]}"
+    for model_class, colour in CLASS_COLOURS.items():
+        rows = [m for m in published if m.model_class == model_class]
+        capacities = ["capacity indeterminate (Class 1)" if m.model_class == "Class 1"
+                      else f"capacity (full form) {m.capacity.capacity['full']:.3g}" for m in rows]
+        fig.add_trace(go.Scatter(
+            x=[m.d_model for m in rows], y=[m.epsilon for m in rows], mode="markers",
+            name=f"{model_class}, published ({len(rows)})", marker=dict(color=colour, size=9, opacity=0.75),
+            customdata=[[plain(m.name), plain(m.hub_id), c] for m, c in zip(rows, capacities, strict=True)],
+            hovertemplate=hover + "<extra>published</extra>"))
+    for m in measured or []:
+        fig.add_trace(go.Scatter(
+            x=[m.published.d_model] * 2, y=[m.published.epsilon, m.epsilon], mode="lines+markers",
+            name=f"{m.published.name}, measured here", line=dict(color="#2ca02c", dash="dot"),
+            marker=dict(symbol=["circle", "diamond-open"], size=[1, 14], color="#2ca02c", line=dict(width=2)),
+            hovertemplate=f"{plain(m.published.name)}<br>measured %{{y:.5f}} (published {m.published.epsilon_printed}, "
+                          f"difference {m.difference:+.5f})<extra></extra>"))
+    stars = ["#ff7f0e"] if len(highlighted) == 1 else ["#ff7f0e", "#9467bd", "#2ca02c", "#8c564b"]
+    for colour, (label, (d, eps)) in zip(stars, highlighted.items(), strict=False):
+        fig.add_trace(go.Scatter(x=[d], y=[eps], mode="markers", name=label,
+                                 marker=dict(symbol="star", size=20, color=colour, line=dict(color="black", width=1)),
+                                 hovertemplate=f"<b>{plain(label)}</b><br>d_model %{{x:,}}<br>epsilon %{{y:.4f}}"
+                                               "<extra></extra>"))
+    fig.update_xaxes(type="log", title="d_model", dtick=math.log10(2), tickformat=",d")
+    fig.update_yaxes(title="epsilon = mu + 2 sigma", range=[0, 1.05])
+    return _layout(fig, "epsilon against d_model: 45 published models", height=440)

@@ -17,9 +17,11 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from analysis.capacity.atlas import SOURCE
 from analysis.capacity.formulas import CLASS_NOTES, FORMULAS
 from analysis.results.collections import CapacityRun, PGARun, TriageRun
 from analysis.results.figures import FORMULA_LABELS
+from analysis.results.glossary import explain, glossary
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; color: #222; }
@@ -63,7 +65,8 @@ class ModelReport:
                 "epsilon": self.capacity.geometry.stats.epsilon,
                 "class": report.model_class, "capacity_status": report.status,
                 "capacity_full": None if report.status == "indeterminate" else _finite(report.capacity["full"]),
-                "k": self.depth.settings.ks[0], "n_tokens": self.depth.n_tokens}
+                "k": self.depth.settings.ks[0], "n_tokens": self.depth.n_tokens,
+                "width_rule": verdict.width_rule.to_json()}
 
     def html(self) -> str:
         sections = [self._header(), self._verdict(), self._geometry(), self._capacity(), self._provenance()]
@@ -84,17 +87,24 @@ class ModelReport:
 
     def _verdict(self) -> str:
         verdict, stats, report = self.triage.verdict, self.capacity.geometry.stats, self.capacity.report
-        cards = [(f"Peak z (layer {verdict.peak.layer})", f"{verdict.peak.z:.1f}"),
-                 (f"Lowest z (layer {verdict.lowest.layer})", f"{verdict.lowest.z:.1f}"),
-                 ("Regime", verdict.regime)]
+        cards = [(f"Peak z (layer {verdict.peak.layer})", f"{verdict.peak.z:.1f}", "z"),
+                 (f"Lowest z (layer {verdict.lowest.layer})", f"{verdict.lowest.z:.1f}", "z"),
+                 ("Regime", verdict.regime, "regime")]
         deeper = verdict.worst_late_deeper_ccr
         if deeper is not None:
-            cards.append((f"CCR-{deeper.ccr} at layer {verdict.worst_late.layer}", f"{deeper.z:.1f}"))
-        cards += [("epsilon (embedding)", f"{stats.epsilon:.4f}"), ("Class", report.model_class),
-                  ("Capacity (full form)", _capacity_text(report, "full"))]
-        boxes = "".join(f"<div class=\"card\">{_e(label)}<b>{_e(value)}</b></div>" for label, value in cards)
+            cards.append((f"CCR-{deeper.ccr} at layer {verdict.worst_late.layer}", f"{deeper.z:.1f}", "ccr"))
+        if verdict.worst_late is not None:
+            cards.append((f"PC1 angle (layer {verdict.worst_late.layer})",
+                          f"{verdict.worst_late.pc1_angle_deg:.0f} deg", "pc1"))
+        cards += [("epsilon (embedding)", f"{stats.epsilon:.4f}", "epsilon"), ("Class", report.model_class, "epsilon"),
+                  ("Capacity (full form)", _capacity_text(report, "full"), "capacity")]
+        boxes = "".join(f"<div class=\"card\" title=\"{_e(explain(key) or '')}\">{_e(label)}<b>{_e(value)}</b></div>"
+                        for label, value, key in cards)
+        notes = "".join(f"<dt>{_e(title)}</dt><dd>{_e(text)}</dd>" for title, text in glossary().values())
         return (f"<h2>Verdict</h2><p>{_e(self.triage.pga.describe())}.</p><div class=\"cards\">{boxes}</div>"
-                f"<p class=\"note\">{_e(REGIMES[verdict.regime])} {_e(CLASS_NOTES[report.model_class])}</p>")
+                f"<p class=\"note\">{_e(REGIMES[verdict.regime])} {_e(CLASS_NOTES[report.model_class])}</p>"
+                f"<p>{_e(verdict.width_rule.describe())}</p>"
+                + (f"<details><summary>What the numbers mean</summary><dl>{notes}</dl></details>" if notes else ""))
 
     def _geometry(self) -> str:
         depth = self.depth
@@ -117,7 +127,10 @@ class ModelReport:
                   f"{stats.epsilon:.4f} over {stats.n_rows:,} rows ({stats.n_zero_rows} all-zero rows dropped); "
                   f"tensor <code>{_e(capacity.geometry.tensor_name)}</code>.</p>"
                 + _table([("formula", "capacity at epsilon"), *rows])
-                + _figure(capacity.capacity_figure(), "capacity-curves"))
+                + _figure(capacity.capacity_figure(), "capacity-curves")
+                + "<h3>Among the published models</h3>" + _figure(capacity.atlas_figure(), "capacity-atlas")
+                + f"<p>{_e(capacity.placement)}</p><p class=\"note\">Published epsilon, d_model and class: "
+                  f"{_e(SOURCE)}; capacities in the hover are this project's formulas at the published values.</p>")
 
     def _provenance(self) -> str:
         depth, settings = self.depth, self.depth.settings

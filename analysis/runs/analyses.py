@@ -16,6 +16,7 @@ its figures.
 | linear probes | :func:`model_probes` | ProbeRun |
 | the token map | :func:`model_token_map` | TokenMapRun |
 | the triage report | :func:`model_report` | ModelReport (``.html()``) |
+| a published model measured here | :func:`measure_published` | Measured (published and measured epsilon) |
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
+from analysis.capacity.atlas import Measured, find_published, published_models
 from analysis.capacity.formulas import CapacityReport, capacity_report
 from analysis.data.corpus import Corpus, Sampling, text_chunks
 from analysis.data.labelled import Labelled
@@ -147,6 +149,17 @@ def model_capacity(choice: ModelChoice, which: str = "embedding", bins: int = HI
     """epsilon, histogram, class and capacity of W_E (or W_U), reading only that tensor."""
     return ref_capacity(resolve_choice(choice, weights=False), choice.label, which, bins, sample_pairs, seed, device,
                         delta, progress, cache)
+
+
+def measure_published(name: str, device: str = "auto", cache: ResultCache | None = None) -> Measured:
+    """epsilon of one of the paper's 45 published models (by Hub id or printed name), measured here from its
+    embedding tensor alone (its shard, not the model), beside the published value."""
+    published = find_published(name)
+    require(published is not None, f"{name!r} is not one of the {len(published_models())} published models; "
+                                   "give a Hub id or a name of the capacity atlas (python -m analysis atlas).")
+    ref = resolve_choice(ModelChoice(published.hub_id), weights=False)
+    stats, _ = matrix_stats(ref, "embedding", device, cache)
+    return Measured(published, stats.epsilon, ref.identity)
 
 
 def ref_capacity(ref: ModelRef, label: str, which: str = "embedding", bins: int = HISTOGRAM_BINS,
