@@ -39,10 +39,11 @@ cols = st.columns(4)
 cols[0].metric("epsilon = mu + 2 sigma", f"{stats.epsilon:.4f}")
 cols[1].metric("Class", report.model_class)
 cols[2].metric("d_model", stats.d)
-cols[3].metric("Capacity (full form)", "indeterminate" if report.model_class == "Class 1"
-               else f"{report.capacity['full']:.3g}")
+indeterminate = report.status == "indeterminate"
+cols[3].metric("Capacity (full form)", "indeterminate" if indeterminate else f"{report.capacity['full']:.3g}")
 st.info(CLASS_NOTES[report.model_class] + (" The full-form number extrapolates beyond the fitted range "
-                                           "(k in [2000, 32000], d <= 4096)." if report.extrapolated else ""))
+                                           "(k in [2000, 32000], d <= 4096)."
+                                           if report.extrapolated and not indeterminate else ""))
 st.subheader("Among the published models")
 measured = list(st.session_state.get("measured", {}).values())
 chart(embedding.atlas_figure(measured), atlas_table(measured), "capacity-atlas",
@@ -64,8 +65,12 @@ with st.expander("Measure a published model here"):
     for found in measured:
         st.caption(literal(found.describe()))
 
-st.markdown("**Sensitivity**: capacity is exponential in epsilon squared; compare models, not counts.")
-st.dataframe(sensitivity_table(report), hide_index=True)
+if indeterminate:
+    st.markdown("**Sensitivity**: none to show. For Class 1 the formulas are outside their domain, so they give no "
+                "capacity at this epsilon or near it.")
+else:
+    st.markdown("**Sensitivity**: capacity is exponential in epsilon squared; compare models, not counts.")
+    st.dataframe(sensitivity_table(report), hide_index=True)
 chart(embedding.capacity_figure(), capacity_curves_table(report.d, report.eps), "capacity-curves")
 k_target = st.select_slider("k for the epsilon-against-d view", [2000, 4000, 8000, 16000, 32000, stats.n_rows],
                             value=stats.n_rows, format_func=lambda k: f"{k:,}" + (" (vocabulary)" if k == stats.n_rows

@@ -59,7 +59,7 @@ if summary.worst_late_deeper_ccr is not None:
 if summary.worst_late is not None:
     cols[4].metric(f"PC1 angle (layer {summary.worst_late.layer})", f"{summary.worst_late.pc1_angle_deg:.0f} deg",
                    help=explain("pc1"))
-st.caption(summary.width_rule.describe())
+st.caption(" ".join(filter(None, (summary.explain_layers(), summary.explain_deeper(), summary.width_rule.describe()))))
 report = summary.capacity
 indeterminate = report.model_class == "Class 1"
 cols = st.columns(4)

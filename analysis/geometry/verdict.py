@@ -66,10 +66,32 @@ class Verdict:
     worst_late: LayerPGA | None
     worst_late_deeper_ccr: LayerPGA | None
     capacity: CapacityReport
+    late: tuple[int, ...] = ()  # the layers the regime reads
+    final: LayerPGA | None = None  # the last entry, read apart
 
     @property
     def width_rule(self) -> WidthRule:
         return WidthRule(self.capacity.d, self.regime)
+
+    def explain_layers(self) -> str:
+        """Which layers the regime reads and why the final one is apart, in one sentence."""
+        if not self.late or self.final is None:
+            return "The model has too few layers for a late-layer regime."
+        return (f"The regime reads layers {self.late[0]}-{self.late[-1]} (relative depth >= {LATE_DEPTH}); the final "
+                f"layer {self.final.layer} (z {self.final.z:.1f}) is read apart: it feeds the unembedding and often "
+                "recovers even where a model takes the detour.")
+
+    def explain_deeper(self) -> str:
+        """What the deeper CCR at the worst late layer says, in one sentence ("" when it was not computed)."""
+        deeper, worst = self.worst_late_deeper_ccr, self.worst_late
+        if deeper is None or worst is None:
+            return ""
+        meaning = ("back above the null band: a few dominant directions masked the alignment, they did not destroy it"
+                   if deeper.z > BAND else "still below the null band: the misalignment is not in a few dominant "
+                   "directions alone" if deeper.z < -BAND else "inside the null band: removing the dominant "
+                   "directions takes the misalignment away, and no alignment shows beneath it")
+        return (f"CCR-{deeper.ccr} at layer {worst.layer}: z = {deeper.z:.1f} with the top {deeper.ccr} principal "
+                f"components removed instead of {worst.ccr} ({deeper.z - worst.z:+.1f}), {meaning}.")
 
 
 def late_layers(results: list[LayerPGA]) -> list[LayerPGA]:
@@ -100,5 +122,6 @@ def worst_late_layer(results: list[LayerPGA]) -> LayerPGA | None:
 def verdict(results: list[LayerPGA], deeper_ccr: LayerPGA | None, capacity: CapacityReport) -> Verdict:
     """``results``: one run over all layers; ``deeper_ccr``: the worst late layer at a deeper CCR."""
     scored = defined(results)
+    final = max(results, key=lambda r: r.layer)
     return Verdict(max(scored, key=lambda r: r.z), min(scored, key=lambda r: r.z), regime(results),
-                   worst_late_layer(results), deeper_ccr, capacity)
+                   worst_late_layer(results), deeper_ccr, capacity, tuple(r.layer for r in late_layers(results)), final)

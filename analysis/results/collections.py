@@ -425,7 +425,7 @@ class CapacityRun:
         return figures.cosine_histogram_figure(self.geometry.histogram, self.geometry.stats, title)
 
     def capacity_figure(self) -> go.Figure:
-        return figures.capacity_figure(self.report.d, self.report.eps)
+        return figures.capacity_figure(self.report.d, self.report.eps, self.report.status == "indeterminate")
 
     @property
     def placement(self) -> str:

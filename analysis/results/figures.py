@@ -40,6 +40,22 @@ def plain(text: str) -> str:
     return html.escape(str(text), quote=False)
 
 
+def log_axis(values, **axis) -> dict:
+    """A log axis labelled at powers of ten only (no "2 5" minor labels), at most about eight labels: its
+    ``dtick`` in decades from the finite positive ``values`` it shows, ``axis`` merged in."""
+    finite = np.asarray(values, dtype=float)
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    decades = float(np.log10(finite.max() / finite.min())) if len(finite) else 1.0
+    return dict(type="log", dtick=max(1, math.ceil(decades / 8)), exponentformat="power", **axis)
+
+
+def round_step(span: float, ticks: int = 5) -> float:
+    """A step of 1, 2 or 5 times a power of ten giving about ``ticks`` ticks over ``span``."""
+    raw = max(span, 1e-12) / ticks
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
 def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
     """The common layout; the title and every trace name are shown as plain text (:func:`plain`)."""
     for trace in fig.data:
@@ -116,7 +132,7 @@ def spectral_small_multiples(results: list[LayerPGA]) -> go.Figure:
     for column, (field, label) in enumerate(SPECTRAL, start=1):
         fig.add_trace(go.Scatter(x=layers, y=[getattr(r, field) for r in results], mode="lines+markers",
                                  name=label, showlegend=False), row=1, col=column)
-    fig.update_yaxes(type="log", row=1, col=len(SPECTRAL))
+    fig.update_yaxes(**log_axis([r.condition_number for r in results]), row=1, col=len(SPECTRAL))
     return _layout(fig, "Spectral metrics beside z (they stay flat where z swings)", height=300)
 
 
@@ -125,9 +141,13 @@ def cosine_histogram_figure(histogram: Histogram, stats: CosineStats, title: str
     centres = (histogram.edges[:-1] + histogram.edges[1:]) / 2
     fig = go.Figure(go.Bar(x=centres, y=histogram.shares, width=histogram.edges[1] - histogram.edges[0],
                            marker_color="#1f77b4", name="pairs"))
-    fig.add_vline(x=stats.mu, line_dash="dot", annotation_text=f"mu = {stats.mu:.3f}")
+    fig.add_vline(x=stats.mu, line_dash="dot", annotation_text=f"mu = {stats.mu:.3f}",
+                  annotation_position="top left")
+    near_edge = stats.epsilon > 0.55  # the label goes left of its line, a line below mu's, to stay inside
     fig.add_vline(x=stats.epsilon, line_color="#d62728", line_width=3,
-                  annotation_text=f"epsilon = mu + 2 sigma = {stats.epsilon:.3f}")
+                  annotation_text=f"epsilon = mu + 2 sigma = {stats.epsilon:.3f}",
+                  annotation_position="top left" if near_edge else "top right",
+                  annotation=dict(yshift=-18 if near_edge else 0))
     counted = f"{histogram.sampled:,} sampled pairs" if histogram.sampled else f"all {stats.n_pairs:,} pairs"
     fig.update_xaxes(title="cosine similarity", range=[-1, 1])
     fig.update_yaxes(title="share of pairs")
@@ -149,9 +169,10 @@ def capacity_grid(eps: float) -> np.ndarray:
     return np.linspace(0.01, min(1.0, max(0.3, 1.15 * eps)), 300)
 
 
-def capacity_figure(d: int, eps: float) -> go.Figure:
+def capacity_figure(d: int, eps: float, indeterminate: bool = False) -> go.Figure:
     """Capacity against epsilon at this d under each formula (log y), the model's point, the class
-    zones, and the epsilon range where the full form leaves its fitted k range shaded."""
+    zones, and the epsilon range where the full form leaves its fitted k range shaded. An ``indeterminate``
+    model (Class 1) gets a line at its epsilon and no point: the formulas give no capacity there."""
     curves = capacity_curves(d, capacity_grid(eps))
     grid = curves["eps"]
     fig = go.Figure()
@@ -163,10 +184,15 @@ def capacity_figure(d: int, eps: float) -> go.Figure:
     for colour, name in zip(colours(len(FORMULAS)), FORMULAS, strict=True):
         fig.add_trace(go.Scatter(x=grid, y=curves[name], mode="lines", name=FORMULA_LABELS[name],
                                  line=dict(color=colour)))
-    points = [min(capacity(eps, d, name), 1e300) for name in FORMULAS]
-    fig.add_trace(go.Scatter(x=[eps] * len(FORMULAS), y=points, mode="markers", name="this model",
-                             marker=dict(size=12, symbol="star", color="black")))
-    fig.update_yaxes(type="log", title="capacity k (directions)")
+    if indeterminate:
+        fig.add_vline(x=eps, line_color="black", line_dash="dash", annotation_text="this model: Class 1, indeterminate",
+                      annotation_position="top left" if eps > 0.5 * grid[-1] else "top right")
+    else:
+        points = [min(capacity(eps, d, name), 1e300) for name in FORMULAS]
+        fig.add_trace(go.Scatter(x=[eps] * len(FORMULAS), y=points, mode="markers", name="this model",
+                                 marker=dict(size=12, symbol="star", color="black")))
+    shown = np.concatenate([np.asarray(curves[name], dtype=float) for name in FORMULAS])
+    fig.update_yaxes(**log_axis(np.minimum(shown, 1e300), title="capacity k (directions)"))
     fig.update_xaxes(title="epsilon", range=[grid[0], grid[-1]])
     return _layout(fig, f"Capacity against epsilon at d = {d} (orange: full form outside its fitted "
                         "k range, extrapolation)", height=420)
@@ -201,7 +227,7 @@ def packing_figure(cells: list, fits: dict | None = None) -> go.Figure:
                       / d ** constants["c"])
         fig.add_trace(go.Scatter(x=ks, y=eps, mode="lines", line=dict(color=colour, dash="dot"),
                                  name=f"full form, d = {d}" + (" (fitted)" if "C" in fitted else " (paper)")))
-    fig.update_xaxes(type="log", title="k (vectors)")
+    fig.update_xaxes(**log_axis([c.k for c in cells] + [d + 1 for d in widths], title="k (vectors)"))
     fig.update_yaxes(title="eps* (max |cos|)")
     return _layout(fig, "Packing simulations and the fully parameterised form")
 
@@ -211,7 +237,7 @@ def readout_spectrum(singular_values: np.ndarray, k: int) -> go.Figure:
     ranks = np.arange(1, len(singular_values) + 1)
     fig = go.Figure(go.Scatter(x=ranks, y=singular_values, mode="lines", name="singular value"))
     fig.add_vline(x=k, line_color="#d62728", annotation_text=f"k = {k}")
-    fig.update_yaxes(type="log", title="singular value of W_U")
+    fig.update_yaxes(**log_axis(singular_values, title="singular value of W_U"))
     fig.update_xaxes(title="rank")
     return _layout(fig, "Unembedding spectrum: V_k spans the top k right singular vectors", height=300)
 
@@ -225,7 +251,7 @@ def epsilon_by_dimension(k: float, d: int, eps: float) -> go.Figure:
                                  line=dict(color=colour)))
     fig.add_trace(go.Scatter(x=[d], y=[eps], mode="markers", name="this model",
                              marker=dict(size=12, symbol="star", color="black")))
-    fig.update_xaxes(type="log", title="d (dimensions)")
+    fig.update_xaxes(**log_axis(curves["d"], title="d (dimensions)"))
     fig.update_yaxes(title="epsilon")
     return _layout(fig, f"epsilon needed for k = {k:,.0f} directions against d")
 
@@ -321,7 +347,10 @@ def probe_figure(accuracy: np.ndarray, baseline: float, z: list[float] | None = 
         fig.add_trace(go.Scatter(x=layers, y=z, mode="lines", name="z (readout alignment)",
                                  line=dict(color="#d62728", dash="dash")), secondary_y=True)
     fig.update_yaxes(title="accuracy", range=[0, 1.02], secondary_y=False)
-    fig.update_yaxes(title="z", secondary_y=True)
+    if z is not None:
+        finite = [v for v in z if math.isfinite(v)] or [0.0]
+        fig.update_yaxes(title="z", secondary_y=True, showgrid=False, tick0=0,
+                         dtick=round_step(max(finite) - min(finite)))
     fig.update_xaxes(title="layer")
     return _layout(fig, "Linear probes per layer beside z")
 

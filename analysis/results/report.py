@@ -103,6 +103,7 @@ class ModelReport:
         notes = "".join(f"<dt>{_e(title)}</dt><dd>{_e(text)}</dd>" for title, text in glossary().values())
         return (f"<h2>Verdict</h2><p>{_e(self.triage.pga.describe())}.</p><div class=\"cards\">{boxes}</div>"
                 f"<p class=\"note\">{_e(REGIMES[verdict.regime])} {_e(CLASS_NOTES[report.model_class])}</p>"
+                f"<p>{_e(verdict.explain_layers())} {_e(verdict.explain_deeper())}</p>"
                 f"<p>{_e(verdict.width_rule.describe())}</p>"
                 + (f"<details><summary>What the numbers mean</summary><dl>{notes}</dl></details>" if notes else ""))
 

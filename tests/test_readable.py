@@ -1,0 +1,64 @@
+"""One answer per quantity, a verdict that explains itself, axes a person can read."""
+
+import json
+
+import numpy as np
+import pytest
+
+from analysis.results import figures
+from tests.test_app import charts, run_page, shown
+from tests.test_cli import run_cli
+
+
+@pytest.fixture(scope="module")
+def wide_model(tokenizer, tmp_path_factory):
+    """A model wide enough for near-orthogonal embedding rows (Class 2: epsilon < 0.1)."""
+    from analysis.models.tiny import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("wide") / "model", "gpt_neox", tokenizer, d_model=768, n_layers=1,
+                           n_heads=8)
+
+
+def stars(app) -> list[dict]:
+    capacity = next(c for c in charts(app) if "Capacity against epsilon" in c["layout"]["title"]["text"])
+    return [trace for trace in capacity["data"] if trace.get("name") == "this model"]
+
+
+def test_class_1_capacity_is_indeterminate_on_the_page_in_the_report_and_in_json(neox_folder):
+    app = run_page("pages/capacity.py", model=neox_folder)
+    assert not app.exception and not app.error
+    assert next(m for m in app.metric if m.label == "Capacity (full form)").value == "indeterminate"
+    assert not stars(app) and not app.dataframe  # no capacity drawn, no sensitivity table
+    assert any("outside their domain" in shown(m.value) for m in app.markdown)
+    out = json.loads(run_cli("capacity", str(neox_folder), "--json").stdout)
+    assert out["class"] == "Class 1" and out["capacity"]["status"] == "indeterminate"
+    assert out["capacity"]["full"] is None and out["sensitivity"]["eps_plus"]["full"] is None
+
+
+def test_class_2_capacity_is_estimated_everywhere(wide_model):
+    out = json.loads(run_cli("capacity", str(wide_model), "--json").stdout)
+    assert out["class"] == "Class 2" and out["capacity"]["status"] == "estimated" and out["capacity"]["full"] > 1
+    app = run_page("pages/capacity.py", model=wide_model)
+    assert not app.exception and not app.error
+    value = next(m for m in app.metric if m.label == "Capacity (full form)").value
+    assert float(value) == pytest.approx(out["capacity"]["full"], rel=1e-2)
+    assert stars(app) and len(app.dataframe) == 1  # the model's capacities drawn, the sensitivity table shown
+
+
+def test_the_verdict_says_which_layers_it_reads_and_what_the_deeper_ccr_means(neox_folder):
+    app = run_page("pages/triage.py", model=neox_folder, n_tokens=128)
+    assert not app.exception and not app.error
+    captions = " ".join(shown(c.value) for c in app.caption)
+    assert "The regime reads layers 2-2" in captions and "the final layer 3" in captions and "read apart" in captions
+    assert "CCR-5 at layer 2: z = " in captions and "principal components removed instead of 1" in captions
+
+
+def test_log_axes_label_powers_of_ten_only_and_second_axes_are_round():
+    axis = figures.log_axis([1.0, 1e100])
+    assert axis["dtick"] == 13 and axis["exponentformat"] == "power"  # about eight labels over 100 decades
+    assert figures.log_axis([3.0, 700.0])["dtick"] == 1  # never "2 5" minor labels
+    assert [figures.round_step(span) for span in (14.6, 0.9, 63)] == [5, 0.2, 20]
+    capacity = figures.capacity_figure(576, 0.05)
+    assert capacity.layout.yaxis.dtick >= 1 and capacity.layout.yaxis.type == "log"
+    probes = figures.probe_figure(np.array([0.5, 0.9, 1.0]), 0.25, [1.3, -7.3, 7.5])
+    assert probes.layout.yaxis2.dtick == 5 and probes.layout.yaxis2.tick0 == 0
