@@ -46,7 +46,8 @@ def log_axis(values, **axis) -> dict:
     finite = np.asarray(values, dtype=float)
     finite = finite[np.isfinite(finite) & (finite > 0)]
     decades = float(np.log10(finite.max() / finite.min())) if len(finite) else 1.0
-    return dict(type="log", dtick=max(1, math.ceil(decades / 8)), exponentformat="power", **axis)
+    step = next(n for n in (1, 2, 5, 10, 20, 25, 50, 100, 200, 500) if n >= decades / 8)
+    return dict(type="log", dtick=step, exponentformat="power", **axis)
 
 
 def round_step(span: float, ticks: int = 5) -> float:
