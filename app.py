@@ -10,6 +10,8 @@ from dashboard.compute import page_drawn
 from dashboard.text import literal
 
 st.set_page_config(page_title="Readout geometry", page_icon=":material/scatter_plot:", layout="wide")
+# Metric values smaller than Streamlit's, so that "indeterminate" fits a third of a 1000 px window.
+st.html("<style>[data-testid=stMetricValue] { font-size: 1.6rem; }</style>")
 pages = [
     st.Page("pages/triage.py", title="Triage", icon=":material/stethoscope:", default=True),
     st.Page("pages/readout.py", title="Readout alignment", icon=":material/ssid_chart:"),

@@ -18,12 +18,12 @@ def chart(fig: go.Figure, table: pd.DataFrame, name: str, caption: str | None = 
     st.plotly_chart(fig, width="stretch", key=f"chart-{name}")
     if caption:
         st.caption(literal(caption))
-    columns = st.columns([1, 1, 1, 5])
-    columns[0].download_button("CSV", table.to_csv(index=False), f"{name}.csv", "text/csv", key=f"csv-{name}")
-    columns[1].download_button("JSON", table.to_json(orient="records", indent=1), f"{name}.json",
-                               "application/json", key=f"json-{name}")
-    columns[2].download_button("HTML", lambda: fig.to_html(include_plotlyjs=True, full_html=True),
-                               f"{name}.html", "text/html", key=f"html-{name}")
+    with st.popover("Download", icon=":material/download:"):  # one button: whole in a half-width column too
+        st.download_button("Numbers (CSV)", table.to_csv(index=False), f"{name}.csv", "text/csv", key=f"csv-{name}")
+        st.download_button("Numbers (JSON)", table.to_json(orient="records", indent=1), f"{name}.json",
+                           "application/json", key=f"json-{name}")
+        st.download_button("Chart (HTML)", lambda: fig.to_html(include_plotlyjs=True, full_html=True),
+                           f"{name}.html", "text/html", key=f"html-{name}")
 
 
 def view_state_button(view: ViewState, **page_controls) -> None:

@@ -31,16 +31,16 @@ with compute.friendly_errors():
     embedding = compute.capacity(view, "embedding", sample)
 stats, report = embedding.geometry.stats, embedding.report
 
-chart(embedding.histogram_figure("Input embedding: pairwise cosine similarity"), embedding.table(),
-      "embedding-cosines", f"{ref.label}; tensor {embedding.geometry.tensor_name}; {stats.n_zero_rows} all-zero rows "
-      "dropped; mu and sigma by the exact closed form.")
+chart(embedding.histogram_figure("Embedding: pairwise cosines"), embedding.table(),
+      "embedding-cosines", f"{ref.label}; tensor {embedding.geometry.tensor_name}; {embedding.counted()}; "
+      f"{stats.n_zero_rows} all-zero rows dropped; mu and sigma by the exact closed form.")
 
-cols = st.columns(4)
-cols[0].metric("epsilon = mu + 2 sigma", f"{stats.epsilon:.4f}")
-cols[1].metric("Class", report.model_class)
-cols[2].metric("d_model", stats.d)
+cols = st.columns(3)
+cols[0].metric("epsilon", f"{stats.epsilon:.4f}", "mu + 2 sigma", delta_color="off", delta_arrow="off")
+cols[1].metric("Class", report.model_class, f"d_model {stats.d}", delta_color="off", delta_arrow="off")
 indeterminate = report.status == "indeterminate"
-cols[3].metric("Capacity (full form)", "indeterminate" if indeterminate else f"{report.capacity['full']:.3g}")
+cols[2].metric("Capacity", "indeterminate" if indeterminate else f"{report.capacity['full']:.3g}", "full form",
+               delta_color="off", delta_arrow="off")
 st.info(CLASS_NOTES[report.model_class] + (" The full-form number extrapolates beyond the fitted range "
                                            "(k in [2000, 32000], d <= 4096)."
                                            if report.extrapolated and not indeterminate else ""))
@@ -71,7 +71,8 @@ if indeterminate:
 else:
     st.markdown("**Sensitivity**: capacity is exponential in epsilon squared; compare models, not counts.")
     st.dataframe(sensitivity_table(report), hide_index=True)
-chart(embedding.capacity_figure(), capacity_curves_table(report.d, report.eps), "capacity-curves")
+chart(embedding.capacity_figure(), capacity_curves_table(report.d, report.eps), "capacity-curves",
+      "Orange: where the full form leaves its fitted k range [2000, 32000] (extrapolation).")
 k_target = st.select_slider("k for the epsilon-against-d view", [2000, 4000, 8000, 16000, 32000, stats.n_rows],
                             value=stats.n_rows, format_func=lambda k: f"{k:,}" + (" (vocabulary)" if k == stats.n_rows
                                                                                  else ""))
@@ -82,8 +83,10 @@ if not embedding.geometry.tied_embeddings:
     with compute.friendly_errors():
         unembedding = compute.capacity(view, "unembedding", sample)
         paired = compute.paired(view)
-    chart(unembedding.histogram_figure("Unembedding rows"), unembedding.table(), "unembedding-cosines")
-    chart(figures.paired_cosine_figure(paired), histogram_table(paired), "embedding-vs-unembedding")
+    chart(unembedding.histogram_figure("Unembedding: pairwise cosines"), unembedding.table(), "unembedding-cosines",
+          f"Tensor {unembedding.geometry.tensor_name}; {unembedding.counted()}.")
+    chart(figures.paired_cosine_figure(paired), histogram_table(paired), "embedding-vs-unembedding",
+          f"{int(paired.counts.sum()):,} tokens: the cosine of each token's embedding and unembedding rows.")
 else:
     st.caption("Tied embeddings: the unembedding is the embedding, and cos(E_i, U_i) = 1 for every token.")
 

@@ -42,12 +42,13 @@ for column, (side, run) in zip(st.columns(2), runs.items(), strict=True):
     verdict, report = run.verdict, run.verdict.capacity
     named = run.card["name"] + (f" @ {run.card['revision']}" if run.card["revision"] else "")
     column.markdown(f"**{side}: {literal(named)}**  \n{literal(run.card['identity'])}")
-    metrics = column.columns(4)
+    metrics = column.columns(2)
     metrics[0].metric("Peak z", f"{verdict.peak.z:.1f}", f"layer {verdict.peak.layer}", delta_color="off",
                       delta_arrow="off")
     metrics[1].metric("Regime", verdict.regime)
-    metrics[2].metric("epsilon", f"{run.stats.epsilon:.4f}")
-    metrics[3].metric("Class", report.model_class)
+    metrics = column.columns(2)
+    metrics[0].metric("epsilon", f"{run.stats.epsilon:.4f}")
+    metrics[1].metric("Class", report.model_class)
 
 widths = {side: run.card["d_model"] for side, run in runs.items()}
 chart(figures.atlas_figure(published_models(), {f"{side}: {choice.label}": (widths[side], runs[side].stats.epsilon)

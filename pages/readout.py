@@ -43,7 +43,7 @@ chart(run.z_figure(), run.table(), "z-by-layer",
 
 if overlay:
     several = runs[1]
-    chart(several.z_figure(title=f"z by layer for several CCR depths (k = {k})"), several.table(), "z-ccr-overlay",
+    chart(several.z_figure(title=f"z at several CCR depths (k = {k})"), several.table(), "z-ccr-overlay",
           "Removing more components unmasks alignment hidden by a few dominant directions. " + several.describe(k))
 
 layer = st.slider("Layer", 0, n_entries - 1, min(max(url_int("layer", n_entries // 2), 0), n_entries - 1))

@@ -20,12 +20,9 @@ with compute.friendly_errors():
     ref = compute.view_ref(view)
     info = compute.card(ref)
 st.subheader(literal(info["name"] + (f" @ {info['revision']}" if info["revision"] else "")))
-cols = st.columns(5)
-cols[0].metric("Architecture", literal(info["architecture"].removesuffix("ForCausalLM")))
-cols[1].metric("Blocks", info["n_layers"])
-cols[2].metric("d_model", info["d_model"])
-cols[3].metric("Vocabulary", f"{info['vocab_size']:,}")
-cols[4].metric("Embeddings", "tied" if info["tied_embeddings"] else "untied")
+st.markdown(literal(f"{info['architecture'].removesuffix('ForCausalLM')}: {info['n_layers']} blocks, d_model "
+                    f"{info['d_model']}, vocabulary {info['vocab_size']:,}, "
+                    f"{'tied' if info['tied_embeddings'] else 'untied'} embeddings"))
 st.caption(literal(f"Weights loaded: {info['identity']} ({info['kind']}"
                    + (f", {len(info['checkpoints'])} checkpoints" if info["checkpoints"] else "") + ")"))
 
@@ -47,30 +44,31 @@ summary, stats, pga = run.verdict, run.stats, run.pga
 k, ccr = pga.settings.ks[0], pga.settings.ccrs[0]
 st.markdown(f"#### Verdict (k = {k}, CCR-{ccr}, N = {pga.n_tokens}, R = {pga.settings.n_null}, "
             f"seed {pga.settings.seed})")
-cols = st.columns(5)
-cols[0].metric(f"Peak z (layer {summary.peak.layer})", f"{summary.peak.z:.1f}", help=explain("z"))
-cols[1].metric(f"Lowest z (layer {summary.lowest.layer})", f"{summary.lowest.z:.1f}", help=explain("z"))
-cols[2].metric("Regime", summary.regime, REGIME_TEXT[summary.regime], delta_color="off", delta_arrow="off",
-               help=explain("regime"))
+QUIET = dict(delta_color="off", delta_arrow="off")
+cols = st.columns(3)
+cols[0].metric("Peak z", f"{summary.peak.z:.1f}", f"layer {summary.peak.layer}", help=explain("z"), **QUIET)
+cols[1].metric("Lowest z", f"{summary.lowest.z:.1f}", f"layer {summary.lowest.layer}", help=explain("z"), **QUIET)
+cols[2].metric("Regime", summary.regime, help=f"{REGIME_TEXT[summary.regime]}. {explain('regime') or ''}")
+cols = st.columns(3)
 if summary.worst_late_deeper_ccr is not None:
     deeper = summary.worst_late_deeper_ccr
-    cols[3].metric(f"CCR-{deeper.ccr} at layer {summary.worst_late.layer}", f"{deeper.z:.1f}",
+    cols[0].metric(f"CCR-{deeper.ccr}, layer {summary.worst_late.layer}", f"{deeper.z:.1f}",
                    f"{deeper.z - summary.worst_late.z:+.1f} vs CCR-{ccr}", help=explain("ccr"))
 if summary.worst_late is not None:
-    cols[4].metric(f"PC1 angle (layer {summary.worst_late.layer})", f"{summary.worst_late.pc1_angle_deg:.0f} deg",
-                   help=explain("pc1"))
-st.caption(" ".join(filter(None, (summary.explain_layers(), summary.explain_deeper(), summary.width_rule.describe()))))
+    cols[1].metric("PC1 angle", f"{summary.worst_late.pc1_angle_deg:.0f} deg", f"layer {summary.worst_late.layer}",
+                   help=explain("pc1"), **QUIET)
+for sentence in (summary.explain_layers(), summary.explain_deeper(), summary.width_rule.describe()):
+    if sentence:
+        st.caption(sentence)
 report = summary.capacity
 indeterminate = report.model_class == "Class 1"
-cols = st.columns(4)
-cols[0].metric("epsilon (embedding)", f"{stats.epsilon:.4f}", f"mu {stats.mu:.3f}, sigma {stats.sigma:.3f}",
-               delta_color="off", delta_arrow="off", help=explain("epsilon"))
+cols = st.columns(3)
+cols[0].metric("epsilon", f"{stats.epsilon:.4f}", f"mu {stats.mu:.2f}, sd {stats.sigma:.2f}", help=explain("epsilon"),
+               **QUIET)
 cols[1].metric("Class", report.model_class, help=explain("epsilon"))
-cols[2].metric("Capacity (full form)", "indeterminate" if indeterminate else f"{report.capacity['full']:.3g}",
-               "extrapolated" if report.extrapolated and not indeterminate else None,
-               delta_color="off", delta_arrow="off", help=explain("capacity"))
-cols[3].metric("Capacity (JL, C = 3.03)", "indeterminate" if indeterminate else f"{report.capacity['jl_fitted']:.3g}",
-               help=explain("capacity"))
+cols[2].metric("Capacity", "indeterminate" if indeterminate else f"{report.capacity['full']:.3g}",
+               None if indeterminate else f"JL (C = 3.03): {report.capacity['jl_fitted']:.3g}"
+               + (", extrapolated" if report.extrapolated else ""), help=explain("capacity"), **QUIET)
 st.caption(CLASS_NOTES[report.model_class] + " " + placement(stats.d, stats.epsilon))
 with st.expander("What the numbers mean"):
     for title, text in glossary().values():

@@ -225,3 +225,39 @@ def test_no_script_runs_from_a_hostile_model_text_or_link(server, browser, neox_
     browser.get(report.as_uri())
     assert browser.execute_script("return document.querySelectorAll('.js-plotly-plot').length;") >= 4
     assert no_script_ran(browser) and PAYLOAD in browser.find_element(By.TAG_NAME, "body").text
+
+
+LAYOUT_PROBLEMS = """
+const problems = [];
+const meets = (a, b) => a.right > b.left && a.left < b.right && a.bottom > b.top && a.top < b.bottom;
+for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+  const title = plot.querySelector('.gtitle'), bar = plot.querySelector('.modebar');
+  if (!title || !title.textContent) continue;
+  const box = plot.getBoundingClientRect(), text = title.getBoundingClientRect();
+  if (bar && meets(text, bar.getBoundingClientRect())) problems.push('title under the toolbar: ' + title.textContent);
+  if (text.right > box.right + 1 || text.left < box.left - 1) problems.push('title cut: ' + title.textContent);
+}
+const labels = ['button', '[data-testid=stWidgetLabel]', '[data-testid=stMetricLabel]', '[data-testid=stMetricValue]',
+  '[data-testid=stMetricDelta]'].map(s => `${s}, ${s} *`).join(', ');
+for (const element of document.querySelectorAll(labels)) {
+  if (element.offsetParent !== null && element.scrollWidth > element.clientWidth + 1)
+    problems.push('clipped: ' + element.textContent.slice(0, 60));
+}
+return problems;
+"""
+
+
+@pytest.mark.parametrize("width", [1400, 1000])
+def test_titles_clear_the_toolbar_and_labels_are_whole(server, browser, tiny_models, series, width):
+    """Every page at a wide and a narrow window: no chart title meets plotly's toolbar or runs out of its chart,
+    and no button, label or metric is cut."""
+    model = tiny_models[("gpt_neox", False)]
+    browser.set_window_size(width, 1800)
+    try:
+        for page in ("", "readout", "capacity", "training", "models", "compare", "probes", "token_map"):
+            query = {"model": str(series if page == "training" else model), "n_tokens": 128}
+            browser.get(f"{server}/{page}?{urlencode(query)}")
+            settled(browser)
+            assert browser.execute_script(LAYOUT_PROBLEMS) == [], (page, width)
+    finally:
+        browser.set_window_size(1500, 1800)

@@ -27,7 +27,7 @@ def stars(app) -> list[dict]:
 def test_class_1_capacity_is_indeterminate_on_the_page_in_the_report_and_in_json(neox_folder):
     app = run_page("pages/capacity.py", model=neox_folder)
     assert not app.exception and not app.error
-    assert next(m for m in app.metric if m.label == "Capacity (full form)").value == "indeterminate"
+    assert next(m for m in app.metric if m.label == "Capacity").value == "indeterminate"
     assert not stars(app) and not app.dataframe  # no capacity drawn, no sensitivity table
     assert any("outside their domain" in shown(m.value) for m in app.markdown)
     out = json.loads(run_cli("capacity", str(neox_folder), "--json").stdout)
@@ -40,7 +40,7 @@ def test_class_2_capacity_is_estimated_everywhere(wide_model):
     assert out["class"] == "Class 2" and out["capacity"]["status"] == "estimated" and out["capacity"]["full"] > 1
     app = run_page("pages/capacity.py", model=wide_model)
     assert not app.exception and not app.error
-    value = next(m for m in app.metric if m.label == "Capacity (full form)").value
+    value = next(m for m in app.metric if m.label == "Capacity").value
     assert float(value) == pytest.approx(out["capacity"]["full"], rel=1e-2)
     assert stars(app) and len(app.dataframe) == 1  # the model's capacities drawn, the sensitivity table shown
 

@@ -95,8 +95,8 @@ class PGARun:
         k = self.settings.ks[0] if k is None else k
         ccrs = list(self.settings.ccrs) if ccrs is None else ccrs
         title = title or f"z by layer at k = {k}, " + ", ".join(f"CCR-{c}" for c in ccrs)
-        if self.preview:
-            title = f"Preview ({self.preview_work}; the exact curve follows): " + title
+        if self.preview:  # what it was computed on is in describe(), the caption
+            title = "Preview: " + title
         return figures.z_by_layer({f"CCR-{c}": self.at(k, c) for c in ccrs}, title)
 
     def null_figure(self, layer: int, k: int | None = None, ccr: int | None = None) -> go.Figure:
@@ -217,7 +217,7 @@ class CheckpointSeries:
                               "pc1_angle_deg": x.pc1_angle_deg} for r in self.results for x in r.at(k, ccr)])
 
     def heatmaps(self, k: int, ccr: int) -> go.Figure:
-        title = f"Preview ({self.preview_work}; the exact series follows)" if self.preview else "Across training"
+        title = "Preview: across training" if self.preview else "Across training"
         return figures.checkpoint_heatmaps(self.results, k, ccr, title)
 
     def to_json(self) -> dict:
@@ -427,6 +427,12 @@ class CapacityRun:
     def capacity_figure(self) -> go.Figure:
         return figures.capacity_figure(self.report.d, self.report.eps, self.report.status == "indeterminate")
 
+    def counted(self) -> str:
+        """What the histogram counts: all pairs or a sample, of how many rows."""
+        stats, histogram = self.geometry.stats, self.geometry.histogram
+        pairs = f"{histogram.sampled:,} sampled pairs" if histogram.sampled else f"all {stats.n_pairs:,} pairs"
+        return f"{pairs} of {stats.n_rows:,} rows"
+
     @property
     def placement(self) -> str:
         """Where the model sits among the published ones, in one line (``analysis.capacity.atlas``)."""
@@ -461,4 +467,4 @@ class TriageRun:
         return self.pga.table()
 
     def z_figure(self) -> go.Figure:
-        return self.pga.z_figure(title=f"Readout alignment z by layer ({self.pga.describe()})")
+        return self.pga.z_figure(title="Readout alignment z by layer")

@@ -62,7 +62,10 @@ def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
     for trace in fig.data:
         if trace.name:
             trace.name = plain(trace.name)
-    fig.update_layout(title=plain(title), height=height, margin=dict(l=60, r=20, t=50, b=50),
+    # The title sits in its own band under plotly's toolbar (which takes the top right), never beside it.
+    fig.update_layout(title=dict(text=plain(title), x=0, xanchor="left", xref="paper", y=1, yref="container",
+                                 yanchor="top", pad=dict(t=34)),
+                      height=height, margin=dict(l=60, r=20, t=72, b=50),
                       legend=dict(orientation="h", y=-0.2), template="plotly_white")
     return fig
 
@@ -98,8 +101,7 @@ def null_distribution(result: LayerPGA) -> go.Figure:
                   annotation_text=f"readout rho = {result.rho_readout:.4f}", annotation_position="top")
     fig.update_xaxes(title="Spearman rho (full vs projected distances)")
     fig.update_yaxes(title="count")
-    return _layout(fig, f"Layer {result.layer}: null of {len(result.null)} random {result.k}-dim subspaces "
-                        f"(z = {result.z:.2f}, p = {result.p_value:.3f})")
+    return _layout(fig, f"Layer {result.layer}: readout vs {len(result.null)} random subspaces")
 
 
 def pc_angle_by_layer(results: list[LayerPGA]) -> go.Figure:
@@ -109,7 +111,7 @@ def pc_angle_by_layer(results: list[LayerPGA]) -> go.Figure:
     fig.add_hline(y=90, line_dash="dot", annotation_text="90 deg: dark direction")
     fig.update_yaxes(title="angle to V_k (degrees)", range=[0, 92])
     fig.update_xaxes(title="layer")
-    return _layout(fig, "Angle between the top principal direction and the readout subspace")
+    return _layout(fig, "PC1 angle to V_k")
 
 
 def pc_angle_heatmap(results: list[LayerPGA]) -> go.Figure:
@@ -119,7 +121,7 @@ def pc_angle_heatmap(results: list[LayerPGA]) -> go.Figure:
                                y=[f"PC{i + 1}" for i in range(angles.shape[1])], colorscale="Viridis",
                                zmin=0, zmax=90, colorbar=dict(title="deg")))
     fig.update_xaxes(title="layer")
-    return _layout(fig, "Angles of PC1..PC10 to the readout subspace", height=340)
+    return _layout(fig, "PC1..PC10 angles to V_k", height=340)
 
 
 SPECTRAL = (("z", "z"), ("rankme", "RankMe"), ("alpha_req", "alpha-ReQ"), ("isotropy", "IsoScore"),
@@ -134,7 +136,7 @@ def spectral_small_multiples(results: list[LayerPGA]) -> go.Figure:
         fig.add_trace(go.Scatter(x=layers, y=[getattr(r, field) for r in results], mode="lines+markers",
                                  name=label, showlegend=False), row=1, col=column)
     fig.update_yaxes(**log_axis([r.condition_number for r in results]), row=1, col=len(SPECTRAL))
-    return _layout(fig, "Spectral metrics beside z (they stay flat where z swings)", height=300)
+    return _layout(fig, "Spectral metrics beside z", height=300)
 
 
 def cosine_histogram_figure(histogram: Histogram, stats: CosineStats, title: str) -> go.Figure:
@@ -149,10 +151,9 @@ def cosine_histogram_figure(histogram: Histogram, stats: CosineStats, title: str
                   annotation_text=f"epsilon = mu + 2 sigma = {stats.epsilon:.3f}",
                   annotation_position="top left" if near_edge else "top right",
                   annotation=dict(yshift=-18 if near_edge else 0))
-    counted = f"{histogram.sampled:,} sampled pairs" if histogram.sampled else f"all {stats.n_pairs:,} pairs"
     fig.update_xaxes(title="cosine similarity", range=[-1, 1])
     fig.update_yaxes(title="share of pairs")
-    return _layout(fig, f"{title} ({counted}, {stats.n_rows:,} rows)")
+    return _layout(fig, title)
 
 
 def paired_cosine_figure(histogram: Histogram) -> go.Figure:
@@ -162,7 +163,7 @@ def paired_cosine_figure(histogram: Histogram) -> go.Figure:
                            marker_color="#2ca02c"))
     fig.update_xaxes(title="cos(E_i, U_i)", range=[-1, 1])
     fig.update_yaxes(title="share of tokens")
-    return _layout(fig, f"Each token's embedding vs its unembedding row ({int(histogram.counts.sum()):,} tokens)")
+    return _layout(fig, "cos(E_i, U_i): each token's two rows")
 
 
 def capacity_grid(eps: float) -> np.ndarray:
@@ -195,8 +196,7 @@ def capacity_figure(d: int, eps: float, indeterminate: bool = False) -> go.Figur
     shown = np.concatenate([np.asarray(curves[name], dtype=float) for name in FORMULAS])
     fig.update_yaxes(**log_axis(np.minimum(shown, 1e300), title="capacity k (directions)"))
     fig.update_xaxes(title="epsilon", range=[grid[0], grid[-1]])
-    return _layout(fig, f"Capacity against epsilon at d = {d} (orange: full form outside its fitted "
-                        "k range, extrapolation)", height=420)
+    return _layout(fig, f"Capacity against epsilon at d = {d}", height=420)
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -230,7 +230,7 @@ def packing_figure(cells: list, fits: dict | None = None) -> go.Figure:
                                  name=f"full form, d = {d}" + (" (fitted)" if "C" in fitted else " (paper)")))
     fig.update_xaxes(**log_axis([c.k for c in cells] + [d + 1 for d in widths], title="k (vectors)"))
     fig.update_yaxes(title="eps* (max |cos|)")
-    return _layout(fig, "Packing simulations and the fully parameterised form")
+    return _layout(fig, "Packing simulations and the full form")
 
 
 def readout_spectrum(singular_values: np.ndarray, k: int) -> go.Figure:
@@ -240,7 +240,7 @@ def readout_spectrum(singular_values: np.ndarray, k: int) -> go.Figure:
     fig.add_vline(x=k, line_color="#d62728", annotation_text=f"k = {k}")
     fig.update_yaxes(**log_axis(singular_values, title="singular value of W_U"))
     fig.update_xaxes(title="rank")
-    return _layout(fig, "Unembedding spectrum: V_k spans the top k right singular vectors", height=300)
+    return _layout(fig, "Unembedding spectrum", height=300)
 
 
 def epsilon_by_dimension(k: float, d: int, eps: float) -> go.Figure:
@@ -254,7 +254,7 @@ def epsilon_by_dimension(k: float, d: int, eps: float) -> go.Figure:
                              marker=dict(size=12, symbol="star", color="black")))
     fig.update_xaxes(**log_axis(curves["d"], title="d (dimensions)"))
     fig.update_yaxes(title="epsilon")
-    return _layout(fig, f"epsilon needed for k = {k:,.0f} directions against d")
+    return _layout(fig, f"epsilon for k = {k:,.0f} against d")
 
 
 def checkpoint_heatmaps(series: list, k: int, ccr: int, title: str = "Across training") -> go.Figure:
@@ -318,7 +318,7 @@ def z_difference(layers: list[int], difference: list[float], names: tuple[str, s
     fig.add_hline(y=0, line_color="black", line_width=1)
     fig.update_xaxes(title="layer")
     fig.update_yaxes(title="z difference")
-    return _layout(fig, f"z({names[1]}) - z({names[0]}) by layer", height=320)
+    return _layout(fig, "z of B minus z of A, by layer", height=320)
 
 
 def convergence_figure(results: list, n_a: int) -> go.Figure:
@@ -353,7 +353,7 @@ def probe_figure(accuracy: np.ndarray, baseline: float, z: list[float] | None = 
         fig.update_yaxes(title="z", secondary_y=True, showgrid=False, tick0=0,
                          dtick=round_step(max(finite) - min(finite)))
     fig.update_xaxes(title="layer")
-    return _layout(fig, "Linear probes per layer beside z")
+    return _layout(fig, "Probe accuracy and z by layer")
 
 
 def token_map_figure(coords: np.ndarray, colour: np.ndarray, hover: list[str], colour_name: str,
@@ -374,8 +374,7 @@ def token_map_figure(coords: np.ndarray, colour: np.ndarray, hover: list[str], c
                                        hovertemplate="%{text}<extra></extra>", marker=dict(size=6)))
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False)
-    method = "Preview: top two PCs after CCR; the UMAP follows" if preview else "UMAP"
-    return _layout(fig, f"Token map ({method}), coloured by {colour_name}", height=560)
+    return _layout(fig, "Preview: top two PCs (UMAP follows)" if preview else "Token map (UMAP)", height=560)
 
 
 CLASS_COLOURS = {"Class 1": "#d62728", "Class 2": "#1f77b4"}
@@ -417,4 +416,4 @@ def atlas_figure(published: list, highlighted: dict[str, tuple[int, float]],
                                                "<extra></extra>"))
     fig.update_xaxes(type="log", title="d_model", dtick=math.log10(2), tickformat=",d")
     fig.update_yaxes(title="epsilon = mu + 2 sigma", range=[0, 1.05])
-    return _layout(fig, "epsilon against d_model: 45 published models", height=440)
+    return _layout(fig, "45 published models: epsilon against d", height=440)

@@ -110,9 +110,10 @@ class ModelReport:
     def _geometry(self) -> str:
         depth = self.depth
         return ("<h2>Readout alignment</h2>"
-                + _figure(depth.z_figure(title="z by layer at CCR 1, 5 and 10 (grey: the null band |z| <= 2)"),
+                + _figure(depth.z_figure(title="z by layer at CCR 1, 5 and 10"),
                           "z-by-layer")
-                + f"<p class=\"note\">{_e(depth.describe())}. Error bars: 95 % bootstrap interval over the null "
+                + f"<p class=\"note\">{_e(depth.describe())}. Grey: the null band |z| <= 2. Error bars: 95 % "
+                  "bootstrap interval over the null "
                   "draws. Deeper CCR removes the dominant directions: z that comes back was masked, not lost.</p>"
                 + _figure(depth.pc1_figure(), "pc1-angle")
                 + _figure(depth.spectral_figure(), "spectral")
