@@ -30,13 +30,13 @@ def _source_of(model: str) -> str:
     return "Local folder" if model.startswith(("/", ".", "~")) else "Hub id"
 
 
-def _model_picker(start: ViewState) -> tuple[str, str]:
+def _model_picker(start: ViewState) -> tuple[str, str, str]:
     sources = SOURCES[:2] if demo_mode() else SOURCES
-    wanted = _source_of(start.model)
+    wanted = start.source if start.source in sources else _source_of(start.model)
     source = st.sidebar.selectbox("Source", sources, index=sources.index(wanted) if wanted in sources else 0)
     if source == "Built-in default":
         st.sidebar.caption("SmolLM2-135M-Instruct (GGUF Q4_1 from PyPI; works offline)")
-        return BUILTIN_NAME, ""
+        return BUILTIN_NAME, "", source
     if source == "Known Hub model":
         index = KNOWN_MODELS.index(start.model) if start.model in KNOWN_MODELS else 0
         model = st.sidebar.selectbox("Hub model", KNOWN_MODELS, index=index)
@@ -44,17 +44,17 @@ def _model_picker(start: ViewState) -> tuple[str, str]:
         hint = {"Hub id": "owner/name", "Local folder": "/path/to/save_pretrained/folder",
                 "Checkpoint folder": "/path/to/run  (checkpoint-<step>/ or step<N>/ inside)",
                 "GGUF file": "/path/to/model.gguf"}[source]
-        given = start.model if _source_of(start.model) == source or source == "Checkpoint folder" else ""
+        given = start.model if wanted == source or source == "Checkpoint folder" else ""
         model = st.sidebar.text_input(source, value=given if given != BUILTIN_NAME else "", placeholder=hint,
                                       help=None if source == "Hub id" else roots_help())
         model = model.strip()
         if not model:
             st.sidebar.info(f"Enter a {source.lower()} to analyse it.")
-            return BUILTIN_NAME, ""
+            return BUILTIN_NAME, "", source
     revision = ""
     if source in ("Known Hub model", "Hub id", "Checkpoint folder"):
         revision = _checkpoint_picker(model, start.revision)
-    return model, revision
+    return model, revision, source
 
 
 def roots_help() -> str:
@@ -123,7 +123,7 @@ def sidebar() -> ViewState:
     if demo_mode():
         start = replace(start, tokenizer="")
     st.sidebar.header("Model")
-    model, revision = _model_picker(start)
+    model, revision, source = _model_picker(start)
     tokenizer = ""
     if not demo_mode() and _source_of(model) == "Local folder":
         tokenizer = st.sidebar.text_input("Tokenizer folder (optional)", value=start.tokenizer,
@@ -141,7 +141,8 @@ def sidebar() -> ViewState:
                                        help="token sample and null draws"))
     device = st.sidebar.selectbox("Device", DEVICES, index=DEVICES.index(start.device)
                                   if start.device in DEVICES else 0)
-    state = ViewState(model, revision, corpus, int(n_tokens), seed, device, tokenizer)
+    state = ViewState(model, revision, corpus, int(n_tokens), seed, device, tokenizer,
+                      "" if source == _source_of(model) else source)
     for key, value in asdict(state).items():
         if value != getattr(defaults, key):
             st.query_params[key] = str(value)

@@ -60,6 +60,7 @@ class ViewState:
     seed: int = SEED
     device: str = "auto"
     tokenizer: str = ""
+    source: str = ""  # how the model was chosen (a sidebar Source), so that a link restores it
 
     @property
     def choice(self) -> ModelChoice:

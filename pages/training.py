@@ -2,9 +2,12 @@
 checkpoint's z curve against the final one. The checkpoints come from a finished sweep's result store,
 or are computed here (each cached on disk; a new k or CCR depth is previewed first)."""
 
+from pathlib import Path
+
 import streamlit as st
 
 from analysis.geometry.pga import default_k
+from analysis.models.train_demo import partial
 from analysis.results.collections import CheckpointSeries, DepthCurves
 from dashboard import compute
 from dashboard.export import chart, view_state_button
@@ -37,16 +40,23 @@ def computed_here(view: ViewState) -> tuple[CheckpointSeries | None, int, int]:
         available = compute.checkpoints(view.model)
     if not available:
         st.info(literal(f"{view.model!r} has no training checkpoints.") + " Choose a checkpoint folder or a "
-                "Pythia model in the sidebar, or train the offline demo series (two small GPT-NeoX widths, about two "
-                "minutes).")
+                "Pythia model in the sidebar, or train the offline demo series (two small GPT-NeoX widths; the "
+                "progress bar gives the time left, measured on this machine).")
         if demo_mode():
             st.caption("Training is off in demo mode.")
         elif st.button("Train the demo series", type="primary"):
             with compute.friendly_errors():
-                trained = compute.train_demo_series()
-            for width, info in trained.items():
-                st.success(literal(f"Width {width}: {info['folder']}  (Source: Checkpoint folder)"))
+                st.session_state["trained"] = compute.train_demo_series()
+        for width, info in st.session_state.get("trained", {}).items():  # one button opens each series
+            if st.button(f"Open the width-{width} series", key=f"open-{width}"):
+                st.query_params.update(model=info["folder"], source="Checkpoint folder")
+                st.rerun()
         st.stop()
+    stopped = partial(Path(view.model)) if view.model.startswith(("/", ".", "~")) else None
+    if stopped:
+        st.warning(f"This series is partial: its training stopped after checkpoint-{stopped['last_checkpoint']} "
+                   f"of {stopped['steps']} steps (the tab was closed or training was stopped). Train it again to "
+                   "complete it.", icon=":material/warning:")
     labels = [c.revision for c in available]
     chosen = st.multiselect("Checkpoints (each is computed once and cached)", labels, default=spaced(labels))
     with compute.friendly_errors():

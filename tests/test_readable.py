@@ -62,3 +62,32 @@ def test_log_axes_label_powers_of_ten_only_and_second_axes_are_round():
     assert capacity.layout.yaxis.dtick >= 1 and capacity.layout.yaxis.type == "log"
     probes = figures.probe_figure(np.array([0.5, 0.9, 1.0]), 0.25, [1.3, -7.3, 7.5])
     assert probes.layout.yaxis2.dtick == 5 and probes.layout.yaxis2.tick0 == 0
+
+
+def test_an_interrupted_training_leaves_a_series_marked_partial(tmp_path):
+    from analysis.models.train_demo import PARTIAL, DemoSettings, partial, train_demo
+
+    settings = DemoSettings(widths=(8,), n_layers=1, steps=8, batch_size=2, context=16)
+
+    def stop_at_step_5(stage: str, done: int, total: int) -> None:
+        if done == 5:
+            raise KeyboardInterrupt  # the tab closed, or Ctrl-C
+
+    with pytest.raises(KeyboardInterrupt):
+        train_demo(tmp_path, settings, stop_at_step_5)
+    folder = tmp_path / "neox-d8"
+    assert partial(folder) == {"last_checkpoint": 4, "steps": 8} and (folder / "checkpoint-4").is_dir()
+    app = run_page("pages/training.py", model=folder, n_tokens=128)
+    assert any("This series is partial" in shown(w.value) for w in app.warning)
+    stages = []
+    train_demo(tmp_path, settings, lambda stage, done, total: stages.append(stage))
+    assert partial(folder) is None and not (folder / PARTIAL).exists()
+    assert any("left" in stage for stage in stages)  # the time left, measured while training
+
+
+def test_a_link_restores_the_source_it_was_made_with(series):
+    app = run_page("pages/triage.py", model=series, source="Checkpoint folder", n_tokens=128)
+    assert not app.exception and app.sidebar.selectbox[0].value == "Checkpoint folder"
+    assert app.query_params["source"] == "Checkpoint folder"
+    app = run_page("pages/triage.py", model=series / "checkpoint-0", n_tokens=128)
+    assert app.sidebar.selectbox[0].value == "Local folder" and "source" not in app.query_params

@@ -69,4 +69,4 @@ ENTRY_POINTS = (
 )
 
 # URL parameters and free-text widgets that name no source: numbers and choices from fixed lists.
-NOT_SOURCES = ("k", "ccr", "layer", "n_tokens", "seed", "device", "computed")
+NOT_SOURCES = ("k", "ccr", "layer", "n_tokens", "seed", "device", "computed", "source")
