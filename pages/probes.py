@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from analysis.data.labelled import builtin_task, labelled_from_bytes, labelled_from_hub
+from analysis.data.labelled import builtin_task, labelled_from_bytes, labelled_from_hub, word_order_task
 from analysis.errors import InputError
 from dashboard import compute
 from dashboard.export import chart, view_state_button
@@ -12,10 +12,17 @@ from dashboard.view import demo_mode, upload_limit_mb
 
 view = sidebar()
 st.title("Linear probes")
-options = ["Built-in: which of four Python help topics", "Upload CSV or JSONL"]
+options = ["Built-in: word order (original or shuffled)", "Built-in: which of four help topics", "Upload CSV or JSONL"]
 source = st.radio("Labelled data", options if demo_mode() else [*options, "Hub dataset"], horizontal=True)
-data = builtin_task()
-if source == "Hub dataset":
+data = word_order_task()
+if source == options[0]:
+    st.caption("Both classes hold the same words, so the embedding layer is at chance by construction; layers that "
+               "mix context can tell a passage from its shuffle.")
+elif source == options[1]:
+    data = builtin_task()
+    st.caption("The topics differ in their words, so even the embedding layer probes near 1.0: this task says little "
+               "about where layers differ (the word-order task does).")
+elif source == "Hub dataset":
     name = st.text_input("hf:NAME[@CONFIG]:SPLIT (text and label columns)", value="hf:ag_news:test")
     with compute.friendly_errors():
         data = labelled_from_hub(name)

@@ -91,3 +91,25 @@ def test_a_link_restores_the_source_it_was_made_with(series):
     assert app.query_params["source"] == "Checkpoint folder"
     app = run_page("pages/triage.py", model=series / "checkpoint-0", n_tokens=128)
     assert app.sidebar.selectbox[0].value == "Local folder" and "source" not in app.query_params
+
+
+def test_the_word_order_task_is_at_chance_in_the_embeddings_by_construction(tiny_models):
+    """A passage and its shuffle tokenise to the same tokens: their mean-pooled embeddings are equal (layer 0), and
+    the layers that mix context tell them apart."""
+    from analysis.activations.pooling import pooled_states
+    from analysis.data.labelled import word_order_task
+    from analysis.runs import analyses
+    from analysis.runs.settings import Compute, ModelChoice
+
+    task = word_order_task()
+    assert task.labels.count("shuffled") == task.labels.count("original") == len(task.texts) // 2
+    original = next(t for t, y in zip(task.texts, task.labels, strict=True) if y == "original")
+    words = original.split()
+    shuffled = " " + " ".join(reversed(words))
+    for family in ("gpt_neox", "gpt2"):
+        loaded = analyses.open_model(ModelChoice(str(tiny_models[(family, False)])), Compute("cpu"))
+        ids = [loaded.tokenizer(t, add_special_tokens=False)["input_ids"] for t in (original, shuffled)]
+        assert sorted(ids[0]) == sorted(ids[1]) and len(ids[0]) <= 64  # the same tokens, within the pooled window
+        pooled = pooled_states(loaded, [original, shuffled])
+        np.testing.assert_allclose(pooled[0, 0], pooled[0, 1], atol=1e-5)  # the embeddings cannot tell
+        assert not np.allclose(pooled[-1, 0], pooled[-1, 1], atol=1e-4)  # context-mixing layers can

@@ -208,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     _model_args(probe)
     _compute_args(probe)
     probe.add_argument("--data", default="builtin",
-                       help="builtin | FILE.csv | FILE.jsonl (text,label columns) | hf:ag_news:test")
+                       help="builtin (four help topics) | builtin:word-order (original or shuffled) | FILE.csv | "
+                            "FILE.jsonl (text,label columns) | hf:ag_news:test")
     probe.add_argument("--seed", type=int, default=SEED)
     probe.add_argument("--json", type=Path, default=Path("-"))
     return parser

@@ -1,7 +1,16 @@
 """Labelled texts for the linear probes.
 
-Built-in task (no download): which of four Python help topics (``specialnames``, ``compound``,
-``formatstrings``, ``debugger`` from ``pydoc_data.topics``) a ~400-character passage comes from.
+Built-in tasks (no download):
+
+- *topics*: which of four Python help topics (``specialnames``, ``compound``, ``formatstrings``,
+  ``debugger`` from ``pydoc_data.topics``) a ~400-character passage comes from. The topics differ in
+  their words, so even the embedding layer probes near 1.0: it says little about where layers differ.
+- *word order*: is a ~160-character passage in its own word order or shuffled? Both classes hold the
+  same words (every passage is written as its words joined by single spaces, after a leading space, so
+  a tokenizer splits both versions into the same tokens), so mean-pooled embeddings cannot tell them
+  apart: the embedding layer sits at chance by construction, and only layers that mix context can
+  separate the classes.
+
 Also: a CSV or JSONL file with ``text`` and ``label`` columns, or a Hub dataset such as ``ag_news``
 (``hf:ag_news:test``, its first 2000 rows) when the Hub is reachable.
 """
@@ -14,7 +23,9 @@ import json
 from dataclasses import dataclass
 from pydoc_data.topics import topics
 
-from analysis.data.corpus import hub_dataset_rows, text_chunks
+import numpy as np
+
+from analysis.data.corpus import builtin_corpus, hub_dataset_rows, text_chunks
 from analysis.errors import InputError, require
 from analysis.storage.paths import checked_path
 
@@ -36,6 +47,20 @@ def builtin_task(per_topic: int = 60) -> Labelled:
             texts.append(piece)
             labels.append(topic)
     return Labelled(texts, labels, "builtin: four Python help topics")
+
+
+def word_order_task(n_passages: int = 240, seed: int = 0) -> Labelled:
+    """Passages of the built-in text, half with their words shuffled (seeded), labelled ``original`` or
+    ``shuffled``; each written as ``" " + " ".join(words)`` so that both versions tokenise to the same tokens."""
+    rng = np.random.default_rng(seed)
+    passages = [piece.split() for piece in text_chunks(builtin_corpus().text, n_passages, chars=160)]
+    shuffled = set(rng.permutation(len(passages))[: len(passages) // 2].tolist())
+    texts, labels = [], []
+    for index, words in enumerate(passages):
+        order = rng.permutation(len(words)) if index in shuffled else np.arange(len(words))
+        texts.append(" " + " ".join(words[i] for i in order))
+        labels.append("shuffled" if index in shuffled else "original")
+    return Labelled(texts, labels, "builtin: original or shuffled word order")
 
 
 def labelled_from_bytes(data: bytes, name: str) -> Labelled:
@@ -85,9 +110,11 @@ def check_labelled(data: Labelled) -> Labelled:
 
 
 def labelled_data(source: str) -> Labelled:
-    """``builtin``, a ``.csv`` / ``.jsonl`` file, or ``hf:NAME[@CONFIG]:SPLIT``."""
+    """``builtin`` (topics), ``builtin:word-order``, a ``.csv`` / ``.jsonl`` file, or ``hf:NAME[@CONFIG]:SPLIT``."""
     if source == "builtin":
         return builtin_task()
+    if source == "builtin:word-order":
+        return word_order_task()
     if source.startswith("hf:"):
         return labelled_from_hub(source)
     path = checked_path(source, "Labelled data")
