@@ -50,10 +50,6 @@ for column, (side, run) in zip(st.columns(2), runs.items(), strict=True):
     metrics[0].metric("epsilon", f"{run.stats.epsilon:.4f}")
     metrics[1].metric("Class", report.model_class)
 
-widths = {side: run.card["d_model"] for side, run in runs.items()}
-chart(figures.atlas_figure(published_models(), {f"{side}: {choice.label}": (widths[side], runs[side].stats.epsilon)
-                                                for side, choice in (("A", choice_a), ("B", choice_b))}),
-      atlas_table(), "side-by-side-atlas", f"Both models among the published ones ({SOURCE}).")
 curves = DepthCurves({f"A: {choice_a.label}": runs["A"].pga.at(), f"B: {choice_b.label}": runs["B"].pga.at()})
 settings = "; ".join(f"{side}: {run.pga.describe()}" for side, run in runs.items())
 chart(curves.figure(), curves.table(), "side-by-side-z", settings)
@@ -64,4 +60,8 @@ if difference is None:
 else:
     chart(difference, curves.difference(), "side-by-side-difference",
           "Same layer grid: z of B minus z of A, layer by layer.")
+widths = {side: run.card["d_model"] for side, run in runs.items()}
+chart(figures.atlas_figure(published_models(), {f"{side}: {choice.label}": (widths[side], runs[side].stats.epsilon)
+                                                for side, choice in (("A", choice_a), ("B", choice_b))}),
+      atlas_table(), "side-by-side-atlas", f"Both models among the published ones ({SOURCE}).")
 view_state_button(view, a=text_a, b=text_b)

@@ -1,6 +1,7 @@
 """Shared fixtures: an isolated cache per test session, an offline tokenizer, tiny saved models."""
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -51,3 +52,12 @@ def series(tokenizer, tmp_path_factory):
 @pytest.fixture(scope="session")
 def neox_folder(tiny_models):
     return tiny_models[("gpt_neox", False)]
+
+
+@pytest.fixture
+def allowed(tmp_path, monkeypatch, neox_folder):
+    """An instance whose operator allows one folder, holding one model."""
+    root = tmp_path / "allowed"
+    shutil.copytree(neox_folder, root / "model")
+    monkeypatch.setenv("RG_ALLOWED_ROOTS", str(root))
+    return root

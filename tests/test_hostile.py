@@ -34,15 +34,12 @@ FAST = ("--n-tokens", "48", "--window", "32", "--device", "cpu")
 
 
 @pytest.fixture
-def allowed(tmp_path, monkeypatch, neox_folder):
-    """An instance whose operator allows one folder, holding one model; a server folder outside it."""
-    root = tmp_path / "allowed"
-    shutil.copytree(neox_folder, root / "model")
-    monkeypatch.setenv("RG_ALLOWED_ROOTS", str(root))
-    secret = tmp_path / "server" / "notes"
-    secret.mkdir(parents=True)
-    (secret / "train.txt").write_text("SECRET-LINE of the server\n" * 50)
-    return root, secret
+def secret(tmp_path):
+    """A server folder outside the allowed root (``allowed``), holding a text no visitor may read."""
+    folder = tmp_path / "server" / "notes"
+    folder.mkdir(parents=True)
+    (folder / "train.txt").write_text("SECRET-LINE of the server\n" * 50)
+    return folder
 
 
 def all_text(app) -> str:
@@ -52,8 +49,8 @@ def all_text(app) -> str:
 
 # --- 1. every text source goes through the allowed roots ---------------------------------------------------------
 
-def test_a_hub_dataset_name_that_is_a_server_folder_is_refused_alike(allowed):
-    root, secret = allowed
+def test_a_hub_dataset_name_that_is_a_server_folder_is_refused_alike(allowed, secret):
+    root = allowed
     refusals = []
     for name in (str(secret), str(secret.parent / "missing"), "..", "json"):
         source = f"hf:{name}:train:text"
@@ -63,8 +60,8 @@ def test_a_hub_dataset_name_that_is_a_server_folder_is_refused_alike(allowed):
     assert len(set(refusals)) == 1 and "opens files only under" in refusals[0]  # no oracle of what exists
 
 
-def test_the_probe_pages_dataset_field_is_refused_alike(allowed):
-    root, secret = allowed
+def test_the_probe_pages_dataset_field_is_refused_alike(allowed, secret):
+    root = allowed
     refusals = []
     for name in (str(secret), str(secret.parent / "missing")):
         app = run_page("pages/probes.py", model=root / "model", n_tokens=48)
@@ -196,7 +193,7 @@ def test_a_malformed_store_record_is_named_and_skipped_by_every_page(series, tmp
 # --- 5. one line, never a traceback ----------------------------------------------------------------------------
 
 def test_odd_paths_and_names_are_one_line_in_the_app(allowed, tmp_path):
-    root, _ = allowed
+    root = allowed
     (root / "loop").symlink_to(root / "loop")
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     refusals = set()

@@ -100,6 +100,8 @@ def test_side_by_side_of_two_checkpoints_and_the_link_that_restores_it(series):
     first, second = (np.array(decode(trace["y"])) for trace in z_chart["data"])
     assert len(first) == len(second) == 4 and not np.allclose(first, second)
     assert any("z of B minus z of A" in c["layout"]["title"]["text"] for c in charts(app))  # same layer grid
+    atlas = next(c for c in charts(app) if "45 published models" in c["layout"]["title"]["text"])
+    assert [t["name"] for t in atlas["data"] if t["marker"].get("symbol") == "star"] == [f"A: {a}", f"B: {b}"]
     link = {key: app.query_params[key] for key in ("a", "b")}
     assert link == {"a": a, "b": b}
     again = run_page("pages/compare.py", model=series, n_tokens=128, **link)

@@ -26,15 +26,6 @@ FAST = ("--n-tokens", "48", "--window", "32", "--device", "cpu")
 
 # --- a public instance reads nothing it should not ---------------------------------------------------------------
 
-@pytest.fixture
-def allowed(tmp_path, monkeypatch, neox_folder):
-    """An instance whose operator allows one folder, holding one model."""
-    root = tmp_path / "allowed"
-    shutil.copytree(neox_folder, root / "model")
-    monkeypatch.setenv("RG_ALLOWED_ROOTS", str(root))
-    return root
-
-
 def everything_shown(app) -> str:
     texts = [shown(e.value) for kind in ("error", "warning", "info", "caption", "markdown") for e in getattr(app, kind)]
     return json.dumps(texts) + json.dumps(charts(app))
