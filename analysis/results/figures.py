@@ -145,12 +145,12 @@ def cosine_histogram_figure(histogram: Histogram, stats: CosineStats, title: str
     fig = go.Figure(go.Bar(x=centres, y=histogram.shares, width=histogram.edges[1] - histogram.edges[0],
                            marker_color="#1f77b4", name="pairs"))
     fig.add_vline(x=stats.mu, line_dash="dot", annotation_text=f"mu = {stats.mu:.3f}",
-                  annotation_position="top left")
+                  annotation_position="top left", annotation=dict(bgcolor="rgba(255,255,255,0.85)"))
     near_edge = stats.epsilon > 0.55  # the label goes left of its line, a line below mu's, to stay inside
     fig.add_vline(x=stats.epsilon, line_color="#d62728", line_width=3,
                   annotation_text=f"epsilon = mu + 2 sigma = {stats.epsilon:.3f}",
                   annotation_position="top left" if near_edge else "top right",
-                  annotation=dict(yshift=-18 if near_edge else 0))
+                  annotation=dict(yshift=-18 if near_edge else 0, bgcolor="rgba(255,255,255,0.85)"))
     fig.update_xaxes(title="cosine similarity", range=[-1, 1])
     fig.update_yaxes(title="share of pairs")
     return _layout(fig, title)
