@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.activations.hidden import extract, token_sample  # noqa: E402
 from analysis.data.corpus import Sampling, builtin_corpus  # noqa: E402
+from analysis.models.devices import cpu_description  # noqa: E402
 from analysis.models.loading import load  # noqa: E402
 from analysis.models.refs import resolve  # noqa: E402
 from analysis.storage.cache import ResultCache  # noqa: E402
@@ -44,6 +45,7 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=8)
     args = parser.parse_args()
+    print(cpu_description())  # run as on an AVX2 laptop: ATEN_CPU_CAPABILITY=avx2 RG_NATIVE_BF16=0
     ref = resolve(args.model)
     plain = load(ref, device=args.device, dtype="float32")
     default = load(ref, device=args.device, dtype="auto")

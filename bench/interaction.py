@@ -23,6 +23,8 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
+from analysis.models.devices import cpu_description
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -106,6 +108,7 @@ def main() -> None:
     parser.add_argument("--jumps", type=int, default=4, help="then this many jumps to a slider's end or start")
     parser.add_argument("--fetch", action="store_true", help="start with no model fetched either (first fetch)")
     args = parser.parse_args()
+    print(cpu_description())  # the server inherits ATEN_CPU_CAPABILITY and RG_NATIVE_BF16 (AVX2 laptop: avx2, 0)
     cache = Path(tempfile.mkdtemp(prefix="rg-interaction-"))
     models = cache / "models" if args.fetch else Path(os.environ.get("RG_MODELS_DIR", ROOT / "cache" / "models"))
     os.environ["RG_MODELS_DIR"] = str(models)  # the app's and, afterwards, the agreement's

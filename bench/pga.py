@@ -34,6 +34,7 @@ from analysis.geometry.pga import PGASettings, null_bases, pga_sweep  # noqa: E4
 from analysis.geometry.ranks import sort_rows  # noqa: E402
 from analysis.geometry.readout import readout_basis  # noqa: E402
 from analysis.geometry.synthetic import planted_readout  # noqa: E402
+from analysis.models.devices import cpu_description  # noqa: E402
 from analysis.runs.settings import preview_settings  # noqa: E402
 
 
@@ -63,6 +64,7 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--skip-reference", action="store_true")
     args = parser.parse_args()
+    print(cpu_description())  # run as on an AVX2 laptop: ATEN_CPU_CAPABILITY=avx2 RG_NATIVE_BF16=0
     layers = [planted_readout(args.n, args.d, args.k, vocab=2000, noise=1.0, seed=s) for s in range(args.layers)]
     states = np.stack([h for h, _ in layers])
     basis = readout_basis(layers[0][1])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -22,13 +23,36 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
-def cpu_has_native_bf16() -> bool:
-    """True on CPUs with bfloat16 arithmetic (AVX512-BF16 or AMX), read from /proc/cpuinfo."""
+NATIVE_BF16_SETTING = "RG_NATIVE_BF16"  # "0": never choose bfloat16 on this CPU (run as on an AVX2 laptop)
+REPORTED_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none, e.g. macOS)."""
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
+        return set()
+    return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.split(":", 1)[1].split()}
+
+
+def cpu_has_native_bf16() -> bool:
+    """True on CPUs with bfloat16 arithmetic (AVX512-BF16 or AMX), unless ``RG_NATIVE_BF16=0`` turns the choice
+    off. It decides the CPU's ``auto`` dtype and the preview's projection, so with ``RG_NATIVE_BF16=0`` and torch's
+    ``ATEN_CPU_CAPABILITY=avx2`` a machine runs as a laptop with AVX2 and no bfloat16 would."""
+    if os.environ.get(NATIVE_BF16_SETTING, "").strip().lower() in ("0", "false", "no", "off"):
         return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+
+
+def cpu_description() -> str:
+    """One line for benchmarks: the CPU flags that matter, torch's CPU kernels, and the bfloat16 choice."""
+    flags = cpu_flags()
+    present = " ".join(flag for flag in REPORTED_FLAGS if flag in flags) or "none of " + ", ".join(REPORTED_FLAGS)
+    setting = os.environ.get(NATIVE_BF16_SETTING, "unset")
+    return (f"CPU flags: {present}; torch CPU kernels: {torch.backends.cpu.get_cpu_capability()} "
+            f"(ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}); native bfloat16 choice: "
+            f"{'on' if cpu_has_native_bf16() else 'off'} ({NATIVE_BF16_SETTING}={setting})")
 
 
 def pick_dtype(name: str, device: torch.device) -> torch.dtype:

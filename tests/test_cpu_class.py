@@ -1,0 +1,33 @@
+"""The choices that depend on the CPU (the ``auto`` dtype, the preview's projection), both ways: with bfloat16
+arithmetic and without it, and with the project's setting that turns the native-bfloat16 choice off."""
+
+import pytest
+import torch
+
+from analysis.models import devices
+from analysis.models.devices import NATIVE_BF16_SETTING, cpu_description, pick_dtype
+from analysis.runs.settings import pga_settings, preview_settings
+
+
+@pytest.mark.parametrize("flags, setting, native", [
+    ({"avx2", "avx512f", "avx512_bf16"}, None, True),  # a server CPU with bfloat16 arithmetic
+    ({"avx2", "amx_bf16"}, "1", True),
+    ({"avx2", "avx512f", "avx512_bf16"}, "0", False),  # the same CPU, run as a laptop would
+    ({"avx2"}, None, False),  # a laptop: AVX2, no bfloat16
+    (set(), None, False),  # no /proc/cpuinfo (macOS)
+])
+def test_the_cpu_dependent_choices_follow_the_cpu_and_the_setting(flags, setting, native, monkeypatch):
+    monkeypatch.setattr(devices, "cpu_flags", lambda: flags)
+    if setting is None:
+        monkeypatch.delenv(NATIVE_BF16_SETTING, raising=False)
+    else:
+        monkeypatch.setenv(NATIVE_BF16_SETTING, setting)
+    assert devices.cpu_has_native_bf16() is native
+    assert pick_dtype("auto", torch.device("cpu")) == (torch.bfloat16 if native else torch.float32)
+    assert preview_settings(pga_settings(64), "cpu").projection == ("bfloat16" if native else "float32")
+    assert f"native bfloat16 choice: {'on' if native else 'off'}" in cpu_description()
+
+
+def test_the_flags_are_read_from_the_flags_line():
+    flags = devices.cpu_flags()
+    assert not flags or ("fpu" in flags and not any(" " in flag for flag in flags))
