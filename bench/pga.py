@@ -87,7 +87,7 @@ def main() -> None:
     t_cold = seconds(lambda: pga_sweep(states, basis, quick, device=str(device)), device)
     t_warm = seconds(lambda: pga_sweep(states, basis, quick, device=str(device)), device)
     t_slider = seconds(lambda: pga_sweep(states, basis, PGASettings(ks=(args.k // 2,), ccrs=(1,), n_null=args.n_null),
-                                         layers=[5], device=str(device)), device)
+                                         layers=[min(5, args.layers - 1)], device=str(device)), device)
 
     print(f"{args.layers} layers, N = {args.n}, d = {args.d}, k = {args.k}, R = {args.n_null}, "
           f"{n_pairs} pairs, device {device}, torch threads {torch.get_num_threads()}")
