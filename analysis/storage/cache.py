@@ -114,7 +114,7 @@ def pack(payload: bytes, provenance: dict) -> bytes:
     return json.dumps(header).encode() + b"\n" + payload
 
 
-def unpack(record: bytes, shape: Any = Any) -> tuple[Any, dict]:
+def unpack(record: bytes, shape: Any) -> tuple[Any, dict]:
     """(value, provenance) of a stored record; ValueError when it is not one, fails its checksum, or its
     value does not have ``shape`` (``analysis.storage.shapes``)."""
     if not isinstance(record, bytes) or b"\n" not in record:
