@@ -170,10 +170,10 @@ def hub_dataset_rows(source: str, name: str, split: str, max_rows: int):
 
     dataset_name, _, config = name.partition("@")
     checked_dataset_id(dataset_name, source)
-    path = dataset_name
-    if roots_in_force() is not None:
+    path, roots = dataset_name, roots_in_force()
+    if roots is not None:
         if dataset_name in _PACKAGED_DATASETS_MODULES:
-            raise refusal("Hub dataset", source, roots_in_force())
+            raise refusal("Hub dataset", source, roots)
         path = "hf://datasets/" + dataset_name  # never a local folder of that name
     try:
         return datasets.load_dataset(path, config or None, split=f"{split}[:{max_rows}]",

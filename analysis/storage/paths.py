@@ -47,8 +47,7 @@ def cache_dir() -> Path:
 
 def default_data_dir() -> Path:
     """``data/`` in a checkout, beside ``app.py``; ``~/.cache/readout-geometry/data`` for an installed package."""
-    return default_cache_dir().parent / "data" if (PROJECT_ROOT / "pyproject.toml").exists() else \
-        default_cache_dir() / "data"
+    return PROJECT_ROOT / "data" if (PROJECT_ROOT / "pyproject.toml").exists() else default_cache_dir() / "data"
 
 
 def models_dir() -> Path:
@@ -141,8 +140,7 @@ def checked_dataset_id(name: str, source: str) -> str:
     roots = roots_in_force()
     if roots is None:
         return name
-    parts = name.split("/")
-    if not DATASET_ID.match(name) or any(part in (".", "..") or part.endswith(".") for part in parts):
+    if not DATASET_ID.match(name) or any(part.endswith(".") for part in name.split("/")):  # parts start alnum
         raise refusal("Hub dataset", source, roots)
     return name
 
