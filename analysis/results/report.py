@@ -127,6 +127,7 @@ class ModelReport:
                 + _figure(capacity.histogram_figure("Input embedding: pairwise cosine similarity"), "cosines")
                 + f"<p class=\"note\">mu = {stats.mu:.4f}, sigma = {stats.sigma:.4f}, epsilon = mu + 2 sigma = "
                   f"{stats.epsilon:.4f} over {stats.n_rows:,} rows ({stats.n_zero_rows} all-zero rows dropped); "
+                  f"histogram of {capacity.counted()}; "
                   f"tensor <code>{_e(capacity.geometry.tensor_name)}</code>.</p>"
                 + _table([("formula", "capacity at epsilon"), *rows])
                 + _figure(capacity.capacity_figure(), "capacity-curves")
