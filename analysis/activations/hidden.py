@@ -58,9 +58,9 @@ def extract(loaded: LoadedModel, sample: TokenSample, batch_size: int = 8,
             progress: Progress | None = None) -> HiddenStates:
     """Run the transformer body over ``sample.windows`` in batches and gather the sampled rows."""
     model, device = loaded.model, loaded.device
-    body = model.base_model
+    body, norm = model.base_model, arch.final_norm(model)
     captured: list[torch.Tensor] = []
-    hook = arch.final_norm(model).register_forward_pre_hook(lambda _m, args: captured.append(args[0]))
+    hook = norm.register_forward_pre_hook(lambda _m, args: captured.append(args[0]))
     windows = torch.as_tensor(sample.windows, dtype=torch.long)
     n_windows = len(windows)
     states = np.empty((loaded.anatomy.n_layers + 1, len(sample.rows), loaded.anatomy.d_model), np.float32)
@@ -75,6 +75,8 @@ def extract(loaded: LoadedModel, sample: TokenSample, batch_size: int = 8,
                 cols = torch.as_tensor(sample.cols[chosen])
                 output = body(windows[first:first + batch_size].to(device), output_hidden_states=True,
                               use_cache=False)
+                if first == 0:
+                    _check_convention(model, norm, output.hidden_states, captured, states.shape[0])
                 for index, hidden in enumerate(output.hidden_states):
                     states[index, chosen] = hidden[rows, cols].float().cpu().numpy()
                 last_prenorm[chosen] = captured[-1][rows, cols].float().cpu().numpy()
@@ -86,6 +88,19 @@ def extract(loaded: LoadedModel, sample: TokenSample, batch_size: int = 8,
     report(progress, "forward pass", n_windows, n_windows)
     _check_finite(states)
     return HiddenStates(states, last_prenorm, sample)
+
+
+def _check_convention(model, norm, hidden: tuple[torch.Tensor, ...], captured: list[torch.Tensor],
+                      entries: int) -> None:
+    """The found blocks and final norm are the model's (``arch``): one hidden state per block plus the
+    embedding, and the last one equal to the final norm of what that norm was given."""
+    name = type(model).__name__
+    require(len(hidden) == entries, f"Model {name} returned {len(hidden)} hidden states for {entries - 1} blocks; "
+                                    "its blocks cannot be told apart.")
+    normed = norm(captured[-1]) if captured else None
+    if normed is None or not torch.allclose(normed.float(), hidden[-1].float(), rtol=1e-3, atol=1e-3):
+        raise InputError(f"Model {name}'s last hidden state is not its final norm's output ({type(norm).__name__}), "
+                         "so the layers cannot be read by this project's convention.")
 
 
 def _check_finite(states: np.ndarray) -> None:

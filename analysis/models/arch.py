@@ -1,43 +1,38 @@
-"""Every architecture quirk in one place: where the blocks, the final norm and the unembedding live.
+"""Where a causal LM keeps its blocks, its final norm and its two token matrices, read from the model.
 
-Supported decoder families (``config.model_type``): GPT-NeoX (Pythia), Llama (SmolLM2), Mistral,
-Qwen2/3, OLMo/OLMo-2 (``-hf`` ports), Gemma/Gemma-2/Gemma-3 text, Phi/Phi-3 and GPT-2. Anything else
-fails with a message that lists these; encoder-only models fail with a message that says why.
+W_E and W_U come from transformers' own ``get_input_embeddings()`` / ``get_output_embeddings()``; the
+blocks are the base model's module list with one entry per layer of the config; the final norm is the
+last normalisation module of the base model outside the blocks. ``hidden.extract`` checks the last two
+on the first batch (the norm of the captured input equals the last hidden state), so a model that breaks
+these rules fails with a message, never with wrong numbers. Every causal LM transformers can build
+without remote code is read this way (OPT, Falcon, StableLM, Qwen2, Gemma-2, Phi, GPT-2, GPT-NeoX and
+Llama are tested); encoders and encoder-decoders are refused with the reason. ``QUIRKS`` lists what
+the rules cannot see, each with its reason.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import AutoConfig
+from transformers import AutoConfig, AutoModelForCausalLM
 
 from analysis.errors import InputError
 
 
-@dataclass(frozen=True)
-class Layout:
-    """Dotted module paths of one family, and the weight names its checkpoints store W_E and W_U under."""
-
-    layers: str
-    final_norm: str
-    embedding_weight: str
-    unembedding_weight: str
+def _opt_projects_its_readout(config) -> str | None:
+    if getattr(config, "word_embed_proj_dim", config.hidden_size) != config.hidden_size:
+        return (f"its unembedding reads a {config.word_embed_proj_dim}-dimensional projection of the "
+                f"{config.hidden_size}-dimensional hidden states (project_out), so the readout subspace and "
+                "the states do not share a space")
+    return None
 
 
-_LLAMA_LIKE = Layout("model.layers", "model.norm", "model.embed_tokens.weight", "lm_head.weight")
-
-ARCHITECTURES: dict[str, Layout] = {
-    "gpt_neox": Layout("gpt_neox.layers", "gpt_neox.final_layer_norm", "gpt_neox.embed_in.weight",
-                       "embed_out.weight"),
-    "gpt2": Layout("transformer.h", "transformer.ln_f", "transformer.wte.weight", "lm_head.weight"),
-    "phi": Layout("model.layers", "model.final_layernorm", "model.embed_tokens.weight", "lm_head.weight"),
-    **{
-        name: _LLAMA_LIKE
-        for name in ("llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", "gemma", "gemma2",
-                     "gemma3_text", "phi3")
-    },
+QUIRKS: dict[str, Callable] = {
+    # model_type -> check(config) giving the reason the model cannot be analysed, or None
+    "opt": _opt_projects_its_readout,  # OPT-350m: W_U in 512 dimensions, hidden states in 1024
 }
 
 
@@ -82,39 +77,75 @@ def context_length(config) -> int | None:
     return None
 
 
-def layout(config) -> Layout:
-    """The family's :class:`Layout`; InputError for an encoder or an unmapped family."""
-    check_supported(config)
-    return ARCHITECTURES[config.model_type]
-
-
 def check_supported(config) -> None:
-    """Raise InputError unless ``config`` describes a decoder this project knows how to read."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    """Raise InputError unless ``config`` describes a causal (decoder-only) LM with a readout to analyse."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
 
     model_type = getattr(config, "model_type", "?")
-    if model_type in ARCHITECTURES:
-        return
     if getattr(config, "is_encoder_decoder", False) or model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
         raise InputError(
             f"Model type {model_type!r} is not a causal (decoder-only) language model: it is an "
             "encoder or encoder-decoder, with no next-token readout to analyse. Choose a decoder "
             "such as Pythia, Llama or GPT-2."
         )
-    raise InputError(
-        f"Model type {model_type!r} is not mapped in this project. "
-        f"Supported: {', '.join(sorted(ARCHITECTURES))}. Add it to analysis/models/arch.py."
-    )
+    remote = "AutoModelForCausalLM" in (getattr(config, "auto_map", None) or {})
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not remote:
+        raise InputError(f"Model type {model_type!r} is not a causal language model this version of transformers "
+                         "knows (it has no AutoModelForCausalLM class).")
+    reason = QUIRKS[model_type](config) if model_type in QUIRKS else None
+    if reason:
+        raise InputError(f"Model type {model_type!r} cannot be analysed here: {reason}.")
+
+
+def skeleton(config, trust_remote_code: bool = False) -> nn.Module:
+    """The model of ``config`` on the meta device: its module names and shapes, no memory, no weights read."""
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+
+
+def stored_name(model: nn.Module, tensor: torch.Tensor, stored: Iterable[str]) -> str | None:
+    """Which of the checkpoint's tensor names ``stored`` transformers' loader puts into ``tensor`` of
+    ``model`` (its renamings, e.g. GPT-NeoX's ``embed_out`` -> ``lm_head``, and its base-model prefix);
+    None when none does."""
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import WeightRenaming, rename_source_key
+
+    wanted = {name for name, parameter in model.named_parameters(remove_duplicate=False) if parameter is tensor}
+    transforms = get_model_conversion_mapping(model)
+    renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
+    converters = [t for t in transforms if not isinstance(t, WeightRenaming)]
+    names = model.state_dict(keep_vars=True)
+    return next((key for key in stored
+                 if rename_source_key(key, renamings, converters, model.base_model_prefix, names)[0] in wanted), None)
 
 
 def layers(model: nn.Module) -> nn.ModuleList:
-    """The transformer blocks, in order."""
-    return model.get_submodule(layout(model.config).layers)
+    """The transformer blocks, in order: the base model's module list with one entry per layer of the config
+    (the one with most parameters, should there be several)."""
+    wanted = model.config.get_text_config().num_hidden_layers
+    lists = [module for module in model.base_model.modules()
+             if isinstance(module, nn.ModuleList) and len(module) == wanted]
+    if not lists:
+        raise InputError(f"Model {type(model).__name__} has no list of {wanted} blocks (num_hidden_layers).")
+    return max(lists, key=lambda blocks: sum(p.numel() for p in blocks.parameters()))
+
+
+def _is_norm(module: nn.Module) -> bool:
+    return isinstance(module, (nn.LayerNorm, nn.RMSNorm)) or type(module).__name__.endswith("Norm")
 
 
 def final_norm(model: nn.Module) -> nn.Module:
-    """The norm applied to the last block's output before the unembedding."""
-    return model.get_submodule(layout(model.config).final_norm)
+    """The norm applied to the last block's output before the unembedding: the last normalisation module
+    the base model registers outside its blocks."""
+    inside = {id(module) for module in layers(model).modules()}
+    norms = [module for module in model.base_model.modules() if _is_norm(module) and id(module) not in inside]
+    if not norms:
+        raise InputError(f"Model {type(model).__name__} has no final norm outside its blocks, which the hidden "
+                         "states' convention (the last entry after the final norm) needs.")
+    return norms[-1]
 
 
 def unembedding(model: nn.Module) -> torch.Tensor:
@@ -136,9 +167,9 @@ def embedding(model: nn.Module) -> torch.Tensor:
 def is_tied(model: nn.Module) -> bool:
     """True when W_U and W_E are the same tensor (or equal), as in SmolLM2 and GPT-2."""
     w_u, w_e = unembedding(model), embedding(model)
-    if w_u.data_ptr() == w_e.data_ptr():
+    if w_u is w_e or (w_u.device.type != "meta" and w_u.data_ptr() == w_e.data_ptr()):
         return True
-    return w_u.shape == w_e.shape and bool(torch.equal(w_u, w_e))
+    return w_u.device.type != "meta" and w_u.shape == w_e.shape and bool(torch.equal(w_u, w_e))
 
 
 def anatomy(model: nn.Module) -> Anatomy:

@@ -1,8 +1,10 @@
 """Read one matrix (W_E or W_U) from a model's safetensors without loading the model.
 
-The tensor's shard is found through ``model.safetensors.index.json`` and only that file is read
-(for a Hub model, only that file is downloaded), so the embedding statistics of a 70B model need
-one shard and run on a laptop. GGUF models are read from their de-quantised safetensors copy.
+The tensor is the one transformers' loader would put into ``get_input_embeddings()`` or
+``get_output_embeddings()`` (``arch.stored_name``, on the model built on the meta device). Its shard is
+found through ``model.safetensors.index.json`` and only that file is read (for a Hub model, only that
+file is downloaded), so the embedding statistics of a 70B model need one shard and run on a laptop.
+GGUF models are read from their de-quantised safetensors copy.
 """
 
 from __future__ import annotations
@@ -40,16 +42,16 @@ def read_matrix(ref: ModelRef, which: str = "embedding", trust_remote_code: bool
     require(which in ("embedding", "unembedding"), f"matrix must be embedding or unembedding; got {which!r}.")
     folder = _safetensors_folder(ref)
     config = arch.read_config(folder, ref.name, trust_remote_code)
-    layout = arch.layout(config)
-    tied = bool(getattr(config, "tie_word_embeddings", False))
+    model = arch.skeleton(config, trust_remote_code)
+    tied = arch.is_tied(model)
     weight_map = _weight_map(ref, folder)
-    wanted = layout.unembedding_weight if which == "unembedding" and not tied else layout.embedding_weight
-    name = _find(weight_map, wanted)
-    if name is None and which == "unembedding" and not tied:
-        raise InputError(f"Model {ref.name!r} stores no unembedding ({wanted}) and does not tie it to the "
-                         "embedding: it has no next-token readout to analyse.")
+    unembedding = which == "unembedding" and not tied
+    name = arch.stored_name(model, arch.unembedding(model) if unembedding else arch.embedding(model), weight_map)
+    if name is None and unembedding:
+        raise InputError(f"Model {ref.name!r} stores no unembedding and does not tie it to the embedding: it has "
+                         "no next-token readout to analyse.")
     if name is None:
-        raise InputError(f"Model {ref.name!r} stores no input embedding ({wanted}) in its weight files.")
+        raise InputError(f"Model {ref.name!r} stores no input embedding in its weight files.")
     path = _local_file(ref, folder, weight_map[name])
     with safe_open(str(path), framework="pt") as handle:
         matrix = handle.get_tensor(name)
@@ -79,12 +81,3 @@ def _local_file(ref: ModelRef, folder: Path, file_name: str) -> Path:
         return fetch_file(ref.name, ref.identity, file_name)
     raise InputError(f"Model {ref.name!r} has no safetensors file {file_name!r}; convert its weights "
                      "to safetensors (only safetensors are read without loading the model).")
-
-
-def _find(weight_map: dict[str, str], wanted: str) -> str | None:
-    """The stored name of ``wanted``: exact, or the same last two components under another prefix."""
-    if wanted in weight_map:
-        return wanted
-    tail = ".".join(wanted.split(".")[-2:])
-    matches = [name for name in weight_map if name.endswith(tail)]
-    return matches[0] if len(matches) == 1 else None
