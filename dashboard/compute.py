@@ -1,17 +1,19 @@
 """The pages' only way into ``analysis``: the library's door (``analysis.runs.analyses``) with
-progress bars shown and errors made readable.
+progress bars shown, errors made readable, and every heavy computation admitted by the server's policy
+(``dashboard.admission``); work a page does not wait for goes to the session's background thread
+(``dashboard.background``).
 
-Caching: the loaded model is a ``st.cache_resource`` with one entry (a new model releases the old);
-the hidden states of the current view stay in memory; everything else comes from the disk cache
-(``analysis.storage.cache``), so a second visitor, a second tab or a restarted app reads it instead
-of recomputing.
+Caching: the loaded model is a ``st.cache_resource`` (``RG_RESIDENT_MODELS`` entries, default one: a
+new model releases the old); the hidden states of the current view stay in memory; everything else comes
+from the disk cache (``analysis.storage.cache``), so a second visitor, a second tab or a restarted app
+reads it instead of recomputing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import threading
+import os
 import time
 from collections.abc import Callable
 
@@ -40,10 +42,12 @@ from analysis.results.collections import (
 )
 from analysis.runs import analyses
 from analysis.runs.series import free_memory, stored_series
-from analysis.runs.settings import ModelChoice, needs_preview, pga_settings, preview_settings
+from analysis.runs.settings import DEFAULT_CCR, ModelChoice, needs_preview, pga_settings, preview_settings
 from analysis.storage.cache import Entry, on_recomputed
 from analysis.storage.paths import cache_dir, restrict_to, roots_in_force
 from analysis.storage.store import ResultStore
+from dashboard.admission import Admission, Priority
+from dashboard.background import Background, Task, show_status
 from dashboard.text import literal
 from dashboard.view import ViewState, demo_mode
 
@@ -78,35 +82,22 @@ def card(ref: ModelRef) -> dict:
     return describe(ref)
 
 
-@st.cache_resource
-def _one_at_a_time() -> threading.RLock:
-    """The server's one computation slot in demo mode (re-entrant: a computation may nest another)."""
-    return threading.RLock()
-
-
-@contextlib.contextmanager
-def computation_slot():
-    """In demo mode, hold the server's one computation slot (for work done off the page, without a bar)."""
-    if not demo_mode():
-        yield
-        return
-    with _one_at_a_time():
-        yield
-
-
 class Bar:
-    """A ``Progress`` callback that drives one Streamlit progress bar, naming the step; as a context
-    manager it removes the bar on the way out, whatever happened. In demo mode it holds the server's
-    one computation slot meanwhile, and says so while it waits for it."""
+    """A ``Progress`` callback that drives one Streamlit progress bar, naming the step. As a context manager it
+    holds the admission policy's slot (``VISIBLE``, on ``model``'s identity), saying why while it waits, and
+    removes the bar on the way out, whatever happened. Each progress report is a pause point."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, model: LoadedModel | ModelRef | None = None):
         self.shown, self.touched = (0.0, literal(label)), time.monotonic()
+        self.label, self.model = label, (model.ref if isinstance(model, LoadedModel) else model)
         self.bar = st.progress(*self.shown)
-        self.slot = _one_at_a_time() if demo_mode() else None
+        self.holding = contextlib.ExitStack()
+        self.pause: Callable[[], None] = lambda: None
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         self.shown = (min(done / max(total, 1), 1.0), literal(f"{stage}: {done}/{total}"))
         self.bar.progress(*self.shown)
+        self.pause()
 
     def touch(self) -> None:
         """Send the bar again as it is, at most every quarter second: a point where Streamlit stops a run that
@@ -115,34 +106,52 @@ class Bar:
             self.touched = time.monotonic()
             self.bar.progress(*self.shown)
 
+    @contextlib.contextmanager
+    def slot(self):
+        """The library's ``slot``: its pause also re-sends the bar (where a superseded run is stopped at once)."""
+        def pause() -> None:
+            self.touch()
+            self.pause()
+
+        yield pause
+
     def __enter__(self) -> Bar:
-        if self.slot is not None and not self.slot.acquire(blocking=False):
-            self.bar.progress(0.0, text="Waiting: another visitor's computation is running (demo mode runs one "
-                                        "at a time) ...")
-            self.slot.acquire()
+        identity = self.model.identity if self.model is not None else None
+        if reason := policy().waits(Priority.VISIBLE, identity):
+            self.bar.progress(0.0, text=literal(f"Waiting: {reason} ..."))
+        self.pause = self.holding.enter_context(policy().hold(Priority.VISIBLE, self.label, identity))
+        self.bar.progress(*self.shown)
         return self
 
     def __exit__(self, *_exc) -> None:
-        if self.slot is not None:
-            self.slot.release()
+        self.holding.close()
         self.bar.empty()
 
 
-@st.cache_resource(max_entries=1, show_spinner=False)
+RESIDENT_MODELS = max(1, int(os.environ.get("RG_RESIDENT_MODELS") or 1))
+
+
+@st.cache_resource(max_entries=RESIDENT_MODELS, show_spinner=False)
 def _resident(identity: str, device: str, _ref: ModelRef) -> LoadedModel:
-    """One model resident at a time: a new (identity, device) evicts and frees the previous one.
+    """``RESIDENT_MODELS`` models in memory at most: a new (identity, device) evicts and frees the least
+    recently used one. The load waits (the bar says why) while work on another model is running.
 
     The progress bar is created inside (Streamlit replays a cached function's own elements only)."""
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    with Bar(f"Loading {_ref.label}") as bar:
+    with Bar(f"Loading {_ref.label}", _ref) as bar:
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
         return load(_ref, device=device, progress=bar)
 
 
 def loaded_model(view: ViewState) -> LoadedModel:
+    """The sidebar's model, loaded (or resident already); a model it pushed out of memory is named."""
     ref = view_ref(view)
-    return _resident(ref.identity, view.device, ref)
+    loaded = _resident(ref.identity, view.device, ref)
+    if released := policy().resident(ref.identity, ref.label):
+        st.caption(literal(f"This server keeps {RESIDENT_MODELS} model(s) in memory (RG_RESIDENT_MODELS): loading "
+                           f"{ref.label} released {', '.join(released)}."))
+    return loaded
 
 
 def corpus(view: ViewState) -> Corpus:
@@ -159,7 +168,7 @@ def corpus(view: ViewState) -> Corpus:
 
 @st.cache_resource(max_entries=2, show_spinner=False)
 def _states(key: str, _view: ViewState, _loaded: LoadedModel) -> Entry:
-    with Bar("Hidden states") as bar:
+    with Bar("Hidden states", _loaded) as bar:
         return analyses.model_hidden_states(_loaded, corpus(_view), _view.sampling, _view.compute, bar)
 
 
@@ -169,102 +178,28 @@ def states(view: ViewState, loaded: LoadedModel) -> Entry:
     return _states(key, view, loaded)
 
 
-class Gate:
-    """One heavy computation at a time in this server process (two tabs do not fight for two cores).
-
-    Requests go by priority: a visitor's preview, then a visitor's exact run, then background fill. The
-    holder of long work steps aside at each ``pause`` (handed out by :meth:`hold`; the PGA engine calls it
-    between layers and every few subspaces) while a more urgent request waits, then carries on where it
-    was: a preview waits for a few subspaces of other work at most. While a visitor's page is being drawn
-    (:meth:`quiet`), exact and background work step aside too, so that the page and the browser drawing it
-    have the cores."""
-
-    PREVIEW, EXACT, FILL = 0, 1, 2
-
-    def __init__(self) -> None:
-        self.condition = threading.Condition()
-        self.busy = False
-        self.waiting = [0, 0, 0]  # requests waiting, by priority
-        self.quiet_until = 0.0  # time.monotonic() until which only previews run
-
-    def _quiet_left(self, priority: int) -> float:
-        return 0.0 if priority == self.PREVIEW else max(0.0, self.quiet_until - time.monotonic())
-
-    def _take(self, priority: int) -> None:
-        with self.condition:
-            self.waiting[priority] += 1
-            try:
-                while self.busy or any(self.waiting[:priority]) or self._quiet_left(priority):
-                    self.condition.wait(timeout=self._quiet_left(priority) or None)
-            finally:
-                self.waiting[priority] -= 1
-            self.busy = True
-
-    def _give_back(self) -> None:
-        with self.condition:
-            self.busy = False
-            self.condition.notify_all()
-
-    def _pause(self, priority: int) -> None:
-        with self.condition:
-            urgent = any(self.waiting[:priority]) or self._quiet_left(priority)
-        if urgent:
-            self._give_back()
-            self._take(priority)
-
-    @contextlib.contextmanager
-    def hold(self, priority: int):
-        """Hold the gate at ``priority``; the value is the holder's ``pause()``."""
-        self._take(priority)
-        try:
-            yield lambda: self._pause(priority)
-        finally:
-            self._give_back()
-
-    def quiet(self, seconds: float) -> None:
-        """Only previews run for the next ``seconds`` (from now: a later call shortens or extends it)."""
-        with self.condition:
-            self.quiet_until = time.monotonic() + seconds
-            self.condition.notify_all()
-
-
 @st.cache_resource
-def gate() -> Gate:
-    return Gate()
+def policy() -> Admission:
+    """The server's admission policy (``RG_RESIDENT_MODELS``: models kept in memory at once, default 1)."""
+    return Admission(resident_models=RESIDENT_MODELS)
 
 
-DRAWING_SECONDS = 10.0  # a page run starting: exact and background work wait until it is drawn, this long at most
-RENDERING_SECONDS = 1.0  # a page drawn: they wait while the browser renders it (~0.3-0.9 s in chromium, 2 cores)
+DRAWING_SECONDS = 10.0  # a page run starting: other work waits until it is drawn, this long at most
+RENDERING_SECONDS = 1.0  # a page drawn: it waits while the browser renders it (~0.3-0.9 s in chromium, 2 cores)
 
 
 def page_started() -> None:
     """A visitor's page run began (the sidebar calls this): the page gets the cores until it is drawn."""
-    gate().quiet(DRAWING_SECONDS)
+    policy().quiet(DRAWING_SECONDS)
 
 
 def page_drawn() -> None:
-    """The visible part of the page is drawn; exact and background work start once the browser has drawn it."""
-    gate().quiet(RENDERING_SECONDS)
-
-
-def _slot(priority: int, bar: Bar | None = None):
-    """The gate at ``priority`` as the library's ``slot``; its pause also re-sends ``bar`` (a Streamlit call,
-    where a run superseded by a newer move is stopped at once instead of at the end of its layer)."""
-    @contextlib.contextmanager
-    def slot():
-        with gate().hold(priority) as step_aside:
-            def pause() -> None:
-                if bar is not None:
-                    bar.touch()
-                step_aside()
-
-            yield pause
-
-    return slot
+    """The visible part of the page is drawn; other work starts once the browser has drawn it."""
+    policy().quiet(RENDERING_SECONDS)
 
 
 def _settings(loaded: LoadedModel, view: ViewState, k: int | None, ccrs: tuple[int, ...] | None):
-    return pga_settings(loaded.anatomy.d_model, (k,) if k else None, ccrs or (1,), seed=view.seed)
+    return pga_settings(loaded.anatomy.d_model, (k,) if k else None, ccrs or (DEFAULT_CCR,), seed=view.seed)
 
 
 def stored_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
@@ -276,109 +211,97 @@ def stored_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
 
 def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
                 ccrs: tuple[int, ...] | None = None) -> PGARun:
-    """The preview (``preview_settings``: a second or so on a laptop CPU; at once when the background fill
-    previewed it already); on a GPU the exact run itself. Through the gate first of all: other work steps
-    aside within a few subspaces."""
+    """The preview (``preview_settings``: a second or so on a laptop CPU; at once when it was previewed
+    ahead); on a GPU the exact run itself. At the policy's first priority: other work steps aside at its
+    next pause point."""
     if not needs_preview(view.device):
         return pga(view, loaded, k, ccrs)
     settings = preview_settings(_settings(loaded, view, k, ccrs), view.device)
+
+    @contextlib.contextmanager
+    def slot():
+        with policy().hold(Priority.PREVIEW, "a preview", loaded.ref.identity) as pause:
+            yield pause
+
     with st.spinner("Preview ..."):
         return analyses.model_pga(loaded, corpus(view), view.sampling, settings, compute=view.compute,
-                                  states=states(view, loaded), slot=_slot(Gate.PREVIEW))
+                                  states=states(view, loaded), slot=slot)
 
 
 def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
-        layers: list[int] | None = None, background: bool = False) -> PGARun:
+        layers: list[int] | None = None) -> PGARun:
     """The exact run at k (default d / 4, at most 100) and the CCR depths (default 1) for the given layers
-    (all by default), one layer at a time through the gate; each (layer, k, CCR) cached on disk as it is
-    done. A newer move stops it at the next layer (Streamlit reruns the page); finished layers stay."""
+    (all by default), drawn on the page as it runs; each (layer, k, CCR) cached on disk as it is done. A
+    newer move stops it at the next pause (Streamlit reruns the page); finished layers stay."""
     settings = _settings(loaded, view, k, ccrs)
-    label = f"{'Filling in' if background else 'Exact'}: k = {settings.ks[0]}, CCR {', '.join(map(str, settings.ccrs))}"
-    with Bar(label) as bar:
+    with Bar(f"Exact: k = {settings.ks[0]}, CCR {', '.join(map(str, settings.ccrs))}", loaded) as bar:
         return analyses.model_pga(loaded, corpus(view), view.sampling, settings, layers, view.compute, bar,
-                                  states=states(view, loaded), slot=_slot(Gate.FILL if background else Gate.EXACT, bar))
+                                  states=states(view, loaded), slot=bar.slot)
 
 
-def _adjacent_k(grid: tuple[int, ...], k: int, ccr: int, steps: int = 1) -> list[tuple[int, int]]:
-    index = grid.index(k) if k in grid else 0
-    return [(grid[i], ccr) for i in (index - steps, index + steps) if 0 <= i < len(grid)]
+def _scope(view: ViewState, loaded: LoadedModel) -> str:
+    """What a background task's result depends on besides its own settings."""
+    return f"{loaded.spec}|{view.corpus}|{corpus(view).sha256}|{view.sampling.spec}|{view.seed}|{view.compute}"
 
 
-def neighbours(grid: tuple[int, ...], k: int, ccr: int) -> list[tuple[int, int]]:
-    """What a visitor is likely to ask next, in order: the adjacent k on the grid, then CCR 0, 1, 5, 10."""
-    return list(dict.fromkeys(_adjacent_k(grid, k, ccr) + [(k, c) for c in (0, 1, 5, 10) if c != ccr]))
+def exact_task(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
+               shows: bool = True, group: str = "Exact curve") -> Task:
+    """The exact run as background work: the page shows its preview meanwhile and reruns when it is done
+    (``shows``); as fill (``shows=False``) at the lowest priority."""
+    settings, text, held = _settings(loaded, view, k, ccrs), corpus(view), states(view, loaded)
+
+    def run(progress, slot) -> None:
+        analyses.model_pga(loaded, text, view.sampling, settings, compute=view.compute, progress=progress,
+                           states=held, slot=slot)
+
+    priority = Priority.VISIBLE if shows else Priority.BACKGROUND
+    return Task(f"k = {settings.ks[0]}, CCR-{', '.join(map(str, settings.ccrs))}", group, priority, run,
+                loaded.ref.identity, _scope(view, loaded), shows)
 
 
-def along_sliders(grid: tuple[int, ...], k: int, ccr: int, reach: int | None = None,
-                  deepest: int = 10) -> list[tuple[int, int]]:
-    """Every setting one slider move from (k, CCR), nearest first: at each number of steps the k on either
-    side on the grid, then CCR depth - steps and + steps; ``reach``: that many steps at most."""
-    reach = max(len(grid), deepest + 1) if reach is None else reach
-    return [setting for steps in range(1, reach + 1) for setting in
-            _adjacent_k(grid, k, ccr, steps) + [(k, c) for c in (ccr - steps, ccr + steps) if 0 <= c <= deepest]]
+def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> list[Task]:
+    """Each layer's PCA readied, then previews of the ``wanted`` (k, CCR) settings into memory, so that a move
+    there draws at once (background work; none on a GPU, where the exact curve is as quick)."""
+    text, held, identity = corpus(view), states(view, loaded), loaded.ref.identity
+
+    def warm(progress, slot) -> None:
+        analyses.warm_pga(loaded, text, view.sampling, _settings(loaded, view, None, None), view.compute,
+                          progress, states=held, slot=slot)
+
+    def preview(k: int, c: int):
+        settings = preview_settings(_settings(loaded, view, k, (c,)), view.device)
+        return lambda progress, slot: analyses.model_pga(loaded, text, view.sampling, settings,
+                                                         compute=view.compute, states=held, slot=slot)
+
+    scope = _scope(view, loaded)
+    tasks = [Task("PCA of every layer", "Previews ahead", Priority.BACKGROUND, warm, identity, scope)]
+    if needs_preview(view.device):
+        tasks += [Task(f"k = {k}, CCR-{c}", "Previews ahead", Priority.BACKGROUND, preview(k, c), identity, scope)
+                  for k, c in wanted]
+    return tasks
 
 
-def before_exact(grid: tuple[int, ...], k: int, ccr: int, deepest: int = 10) -> list[tuple[int, int]]:
-    """What is previewed before the exact run starts: every setting one slider step away, then the ends of
-    both sliders (where a jump lands: End, Home, a drag to the edge)."""
-    ends = [(grid[0], ccr), (grid[-1], ccr), (k, 0), (k, deepest)]
-    return list(dict.fromkeys(along_sliders(grid, k, ccr, 1, deepest) + [end for end in ends if end != (k, ccr)]))
+def fill_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> list[Task]:
+    """The exact runs of the ``wanted`` (k, CCR) settings not yet in the disk cache, as background work."""
+    return [exact_task(view, loaded, k, (c,), shows=False, group="Nearby settings")
+            for k, c in wanted if stored_pga(view, loaded, k, (c,)) is None]
 
 
-def preview_ahead(view: ViewState, loaded: LoadedModel, previewed: list[tuple[int, int]]) -> None:
-    """Ready each layer's PCA, then preview the ``previewed`` settings (:func:`along_sliders`) into memory as
-    background work, so that a move there draws its preview at once. Any move of a widget stops it (the page
-    reruns); a failure is one warning."""
-    if demo_mode():  # a public instance spends no CPU on what nobody asked for
-        return
-    with Bar("Preparing the layers for quick previews") as bar:  # each layer's PCA, once per server process
-        analyses.warm_pga(loaded, corpus(view), view.sampling, _settings(loaded, view, None, None), view.compute,
-                          bar, states=states(view, loaded), slot=_slot(Gate.FILL, bar))
-    if not needs_preview(view.device):
-        return
-    with Bar("Previewing along the sliders") as bar:
-        for number, (k, c) in enumerate(previewed):
-            bar("Previewing along the sliders", number, len(previewed))
-            settings = preview_settings(_settings(loaded, view, k, (c,)), view.device)
-            if not _background(k, c, analyses.model_pga, loaded, corpus(view), view.sampling, settings,
-                               compute=view.compute, states=states(view, loaded), slot=_slot(Gate.FILL, bar)):
-                return
-
-
-def fill(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> None:
-    """After the page is drawn: compute the ``wanted`` settings into the disk cache one after another as
-    background work, with a line saying what is ready. Any move of a widget stops it (the page reruns); a
-    failure is one warning and leaves every finished layer in the cache, nothing half-written."""
+def background(tasks: list[Task]) -> None:
+    """Hand ``tasks`` to this session's background thread and draw the status line. In demo mode only the
+    tasks whose result the page shows run (a public instance spends no CPU on what nobody asked for)."""
     if demo_mode():
-        return
-    status = st.empty()
-    ready = {(k, c): stored_pga(view, loaded, k, (c,)) is not None for k, c in wanted}
-
-    def show() -> None:
-        status.caption("Nearby settings ready: " + ", ".join(
-            f"k = {k}, CCR-{c} " + ("✓" if done else "…") for (k, c), done in ready.items()))
-
-    show()
-    for k, c in [key for key, done in ready.items() if not done]:
-        if not _background(k, c, pga, view, loaded, k, (c,), background=True):
-            return
-        ready[k, c] = True
-        show()
-
-
-def _background(k: int, ccr: int, work: Callable, *args, **kwargs) -> bool:
-    """``work(*args, **kwargs)`` as background fill for (k, CCR); False, after one warning, when it failed."""
-    try:
-        work(*args, **kwargs)
-    except (InputError, MemoryError, RuntimeError) as error:
-        st.warning(literal(f"Filling in k = {k}, CCR-{ccr} stopped: {error}"), icon=":material/warning:")
-        return False
-    return True
+        tasks = [task for task in tasks if task.shows]
+    worker = st.session_state.get("background")
+    if worker is None:
+        worker = st.session_state["background"] = Background(policy())
+    worker.replace(tasks)
+    show_status(worker)
 
 
 def triage(view: ViewState, loaded: LoadedModel) -> TriageRun:
     held = states(view, loaded)
-    with Bar("Triage") as bar:
+    with Bar("Triage", loaded) as bar:
         return analyses.model_triage(loaded, corpus(view), view.sampling, view.compute, bar, states=held)
 
 
@@ -386,11 +309,11 @@ def report_download(view: ViewState, loaded: LoadedModel) -> Callable[[], str]:
     """The current view's triage report (the same file ``python -m analysis report`` writes), made when
     the visitor clicks. Streamlit runs it on another thread, with no page to draw on: the text and
     the file-path policy are taken now."""
-    text, roots = corpus(view), roots_in_force()
+    text, roots, admission = corpus(view), roots_in_force(), policy()
 
     def generate() -> str:
         restrict_to(roots)
-        with computation_slot():
+        with admission.hold(Priority.VISIBLE, "the report", loaded.ref.identity):
             return analyses.model_report(loaded, text, view.sampling, view.compute).html()
 
     return generate
@@ -489,10 +412,16 @@ def preview_token_map(view: ViewState, loaded: LoadedModel, layer: int, ccr: int
                                     preview=True)
 
 
-def token_map(view: ViewState, loaded: LoadedModel, layer: int, ccr: int) -> TokenMapRun:
-    """The UMAP (cached on disk), computed through the gate: one heavy computation at a time."""
-    with st.spinner("Computing the token map (UMAP) ..."), gate().hold(Gate.EXACT):
-        return analyses.model_token_map(loaded, corpus(view), view.sampling, layer, ccr, compute=view.compute)
+def token_map_task(view: ViewState, loaded: LoadedModel, layer: int, ccr: int) -> Task:
+    """The UMAP (cached on disk) as background work the page shows when it is done. It has no pause points
+    inside: a preview asked meanwhile waits for it (seconds at N = 512)."""
+    text = corpus(view)
+
+    def run(_progress, _slot) -> None:
+        analyses.model_token_map(loaded, text, view.sampling, layer, ccr, compute=view.compute)
+
+    return Task(f"layer {layer}, CCR-{ccr}", "Token map (UMAP)", Priority.VISIBLE, run, loaded.ref.identity,
+                _scope(view, loaded), shows=True)
 
 
 @st.cache_data(show_spinner="Reading the sweep results ...", ttl=60)

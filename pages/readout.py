@@ -5,7 +5,7 @@ import streamlit as st
 from analysis.geometry.pga import default_k
 from analysis.results import figures
 from analysis.results.collections import spectrum_table
-from analysis.runs.settings import k_grid, snap_k
+from analysis.runs.settings import along_sliders, k_grid, nearby, snap_k
 from dashboard import compute
 from dashboard.export import chart, provenance, view_state_button
 from dashboard.sidebar import sidebar
@@ -33,13 +33,16 @@ overlay = controls[2].multiselect("Overlay CCR depths", [0, 1, 5, 10], default=[
 remember(k=k, ccr=ccr)
 
 asked_for = [(k, (ccr,))] + ([(k, tuple(sorted(overlay)))] if overlay else [])
+first = st.empty()  # replaces the previous setting's chart at once, until this one's is drawn
+first.info(f"Computing k = {k}, CCR-{ccr} ...", icon=":material/hourglass:")
 with compute.friendly_errors():  # the exact runs when stored, else previews drawn now (the exact ones follow)
     runs = [compute.stored_pga(view, loaded, *wanted) or compute.preview_pga(view, loaded, *wanted)
             for wanted in asked_for]
 run = runs[0]
-chart(run.z_figure(), run.table(), "z-by-layer",
-      f"{run.describe()}. Error bars: 95 % bootstrap interval over the null draws. "
-      + provenance(run.provenance, "Hidden states"))
+with first.container():
+    chart(run.z_figure(), run.table(), "z-by-layer",
+          f"{run.describe()}. Error bars: 95 % bootstrap interval over the null draws. "
+          + provenance(run.provenance, "Hidden states"))
 
 if overlay:
     several = runs[1]
@@ -68,11 +71,9 @@ chart(figures.readout_spectrum(basis.singular_values, k), spectrum_table(basis),
 view_state_button(view, k=k, ccr=ccr, layer=layer)
 
 compute.page_drawn()
-if any(r.preview for r in runs):  # previews one step away and at the ends, then the exact runs; a move stops them
-    compute.preview_ahead(view, loaded, compute.before_exact(grid, k, ccr))
-    with compute.friendly_errors():
-        for wanted in asked_for:
-            compute.pga(view, loaded, *wanted)
-    st.rerun()
-compute.preview_ahead(view, loaded, compute.along_sliders(grid, k, ccr))  # one step away first, then the rest
-compute.fill(view, loaded, compute.neighbours(grid, k, ccr))
+# Outside this run: previews one step away and at the ends, the exact runs (the page reruns when they are in),
+# the previews further along both sliders, then the nearby settings' exact runs. A move replaces the list.
+near = nearby(grid, k, ccr)
+exact = [compute.exact_task(view, loaded, *wanted) for wanted, r in zip(asked_for, runs, strict=True) if r.preview]
+ahead = compute.ahead_tasks(view, loaded, list(dict.fromkeys(near + along_sliders(grid, k, ccr))))
+compute.background(ahead[:1 + len(near)] + exact + ahead[1 + len(near):] + compute.fill_tasks(view, loaded, near))

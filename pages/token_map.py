@@ -23,8 +23,5 @@ with compute.friendly_errors():  # the stored UMAP, else the PC plane now and th
     mapped = compute.stored_token_map(view, loaded, layer, ccr) or compute.preview_token_map(view, loaded, layer, ccr)
 chart(mapped.figure(colour_by), mapped.table(), "token-map", mapped.describe())
 view_state_button(view, layer=layer, ccr=ccr)
-if mapped.preview:
-    compute.page_drawn()
-    with compute.friendly_errors():
-        compute.token_map(view, loaded, layer, ccr)
-    st.rerun()
+compute.page_drawn()
+compute.background([compute.token_map_task(view, loaded, layer, ccr)] if mapped.preview else [])

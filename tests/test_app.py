@@ -13,12 +13,25 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGES = ["pages/triage.py", "pages/readout.py", "pages/capacity.py"]
 
 
-def run_page(page: str, **query) -> AppTest:
+def run_page(page: str, settle: bool = True, **query) -> AppTest:
+    """Run ``page`` with ``query`` as its URL parameters; ``settle``: then as the page's status line would,
+    let its background work finish and rerun it while that work brought a result the page shows."""
     app = AppTest.from_file(APP, default_timeout=600)
     for key, value in query.items():
         app.query_params[key] = str(value)
     app.switch_page(page)
-    return app.run()
+    app.run()
+    return settled(app) if settle else app
+
+
+def settled(app: AppTest) -> AppTest:
+    while "background" in app.session_state:
+        worker = app.session_state["background"]
+        worker.join()
+        if not worker.to_draw():
+            break
+        app.run()
+    return app
 
 
 def shown(text: str) -> str:

@@ -4,7 +4,6 @@ computation at a time; background fill that fails says so and leaves nothing hal
 import contextlib
 import json
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -14,9 +13,18 @@ from analysis.geometry.pga import null_bases, pga_sweep
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.runs import analyses, pipeline
-from analysis.runs.settings import Compute, ModelChoice, k_grid, pga_settings, preview_settings
+from analysis.runs.settings import (
+    Compute,
+    ModelChoice,
+    along_sliders,
+    k_grid,
+    nearby,
+    pga_settings,
+    preview_settings,
+)
 from analysis.storage.cache import ResultCache
-from tests.test_app import run_page, shown, z_values
+from dashboard.admission import Admission, Priority
+from tests.test_app import run_page, settled, shown, z_values
 
 CPU = Compute(device="cpu")
 
@@ -121,8 +129,6 @@ def test_a_newer_move_stops_work_inside_a_layer_and_only_finished_layers_are_sto
 
 
 def test_along_the_sliders_nearest_settings_come_first_each_once_and_the_ends_before_the_exact_run():
-    from dashboard.compute import along_sliders, before_exact
-
     grid = (1, 2, 4, 8, 16)
     assert along_sliders(grid, 4, 2, reach=1) == [(2, 2), (8, 2), (4, 1), (4, 3)]
     every = along_sliders(grid, 4, 2)
@@ -131,8 +137,8 @@ def test_along_the_sliders_nearest_settings_come_first_each_once_and_the_ends_be
     assert set(every) == {(k, 2) for k in grid if k != 4} | {(4, c) for c in range(11) if c != 2}
     assert every.index((16, 2)) < every.index((4, 6)) < every.index((4, 10))  # both slider ends are reached
     assert along_sliders(grid, 16, 0, reach=2) == [(8, 0), (16, 1), (4, 0), (16, 2)]
-    assert before_exact(grid, 4, 2) == [(2, 2), (8, 2), (4, 1), (4, 3), (1, 2), (16, 2), (4, 0), (4, 10)]
-    assert before_exact(grid, 16, 0) == [(8, 0), (16, 1), (1, 0), (16, 10)]  # at an end: the other ends
+    assert nearby(grid, 4, 2) == [(2, 2), (8, 2), (4, 1), (4, 3), (1, 2), (16, 2), (4, 0), (4, 10)]
+    assert nearby(grid, 16, 0) == [(8, 0), (16, 1), (1, 0), (16, 10)]  # at an end: the other ends
 
 
 def test_previews_remembered_layer_by_layer_make_the_next_move_instant(monkeypatch):
@@ -155,71 +161,138 @@ def test_previews_remembered_layer_by_layer_make_the_next_move_instant(monkeypat
     assert len(pipeline._previews) == 2  # memory stays bounded
 
 
-def test_one_heavy_computation_at_a_time_previews_first_then_requests_then_fill():
-    from dashboard.compute import Gate
+class Script:
+    """Threads that each take the admission slot and log that they ran."""
 
-    gate, spans, order = Gate(), [], []
+    def __init__(self, admission):
+        self.admission, self.log = admission, []
 
-    def work(name: str, priority: int, delay: float):
-        time.sleep(delay)
-        with gate.hold(priority):
-            start = time.perf_counter()
-            order.append(name)
-            time.sleep(0.4)
-            spans.append((start, time.perf_counter()))
+    def thread(self, name, priority):
+        def work():
+            with self.admission.hold(priority, name):
+                self.log.append(name)
 
-    threads = [threading.Thread(target=work, args=args) for args in
-               (("fill-1", Gate.FILL, 0), ("fill-2", Gate.FILL, 0.05), ("exact", Gate.EXACT, 0.1),
-                ("preview", Gate.PREVIEW, 0.15))]
-    for thread in threads:
-        thread.start()
+        return threading.Thread(target=work, name=name)
+
+
+def waiting(admission, count):
+    """Block until ``count`` requests wait (an event of the policy, not a time)."""
+    with admission.condition:
+        admission.condition.wait_for(lambda: len(admission.waiting) >= count, timeout=30)
+    assert len(admission.waiting) >= count
+
+
+def test_one_computation_at_a_time_by_priority_then_in_order_of_asking():
+    admission = Admission()
+    script = Script(admission)
+    with admission.hold(Priority.VISIBLE, "first"):  # holds while the others ask, in this order
+        threads = [script.thread("fill", Priority.BACKGROUND), script.thread("exact", Priority.VISIBLE),
+                   script.thread("preview", Priority.PREVIEW), script.thread("load", Priority.VISIBLE)]
+        for number, thread in enumerate(threads, 1):
+            thread.start()
+            waiting(admission, number)
     for thread in threads:
         thread.join()
-    spans.sort()
-    assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
-    assert order == ["fill-1", "preview", "exact", "fill-2"]  # the visitor's requests overtake the waiting fill
+    assert script.log == ["preview", "exact", "load", "fill"]
 
 
 def test_long_work_steps_aside_for_a_preview_at_its_next_pause_and_carries_on():
-    from dashboard.compute import Gate
-
-    gate, events = Gate(), []
+    admission, log = Admission(), []
 
     def exact():
-        with gate.hold(Gate.EXACT) as pause:
-            for step in range(20):
-                events.append(("exact", step, time.perf_counter()))
-                time.sleep(0.05)  # a few subspaces of work
+        with admission.hold(Priority.VISIBLE, "exact", "model-a") as pause:
+            for step in range(6):
+                log.append(("exact", step))
+                if step == 2:  # a preview asks in the middle of the work
+                    preview_thread.start()
+                    waiting(admission, 1)
                 pause()
 
     def preview():
-        time.sleep(0.3)
-        asked = time.perf_counter()
-        with gate.hold(Gate.PREVIEW):
-            events.append(("preview", asked, time.perf_counter()))
-            time.sleep(0.2)
-            events.append(("preview done", asked, time.perf_counter()))
+        with admission.hold(Priority.PREVIEW, "preview", "model-a"):
+            log.append(("preview", admission.models["model-a"]))
 
-    threads = [threading.Thread(target=exact), threading.Thread(target=preview)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    names = [e[0] for e in events]
-    (_, asked, started), (_, _, done) = events[names.index("preview")], events[names.index("preview done")]
-    assert started - asked < 0.15  # within one step of work, not after the whole layer (1 s)
-    during = [e for e in events if e[0] == "exact" and started <= e[2] <= done]
-    assert not during  # the exact work waited while the preview ran
-    assert [e[1] for e in events if e[0] == "exact"] == list(range(20))  # and then carried on, nothing lost
+    preview_thread = threading.Thread(target=preview)
+    exact_thread = threading.Thread(target=exact)
+    exact_thread.start()
+    exact_thread.join()
+    preview_thread.join()
+    assert log == [("exact", 0), ("exact", 1), ("exact", 2), ("preview", 2), ("exact", 3), ("exact", 4), ("exact", 5)]
+    # the preview ran at the exact run's next pause, both on model-a (2 holds), and the exact work carried on
 
 
-def test_the_page_shows_the_exact_curve_and_fills_in_the_neighbours(tiny_models):
+def test_a_second_model_waits_for_the_work_on_the_first_while_previews_of_the_first_go_ahead():
+    admission = Admission(resident_models=1)
+    log = []
+
+    def exact():
+        with admission.hold(Priority.VISIBLE, "exact on A", "A") as pause:
+            for step in range(4):
+                log.append(("exact A", step, sorted(admission.models)))
+                if step == 1:
+                    load.start()
+                    waiting(admission, 1)
+                    preview.start()
+                    waiting(admission, 2)
+                pause()
+
+    def hold(name, priority, model):
+        def work():
+            with admission.hold(priority, name, model):
+                log.append((name, None, sorted(admission.models)))
+        return threading.Thread(target=work)
+
+    load, preview = hold("load B", Priority.VISIBLE, "B"), hold("preview A", Priority.PREVIEW, "A")
+    assert admission.waits(Priority.VISIBLE, "B") is None
+    first = threading.Thread(target=exact)
+    first.start()
+    first.join()
+    load.join()
+    preview.join()
+    assert [entry[0] for entry in log] == ["exact A", "exact A", "preview A", "exact A", "exact A", "load B"]
+    assert all(models in (["A"], ["B"]) for *_, models in log)  # never two models in use at once
+    assert not admission.models and not admission.waiting and admission.holder is None
+
+
+def test_nested_holds_in_one_thread_are_one_hold():
+    admission = Admission()
+    with admission.hold(Priority.VISIBLE, "outer", "A") as outer:
+        with admission.hold(Priority.PREVIEW, "inner", "A") as inner:
+            inner()
+            outer()
+        assert admission.models["A"] == 1
+    assert admission.holder is None and not admission.models
+
+
+def test_the_resident_models_are_bounded_and_the_released_one_named():
+    admission = Admission(resident_models=1)
+    assert admission.resident("a", "model A") == []
+    assert admission.resident("a", "model A") == []
+    assert admission.resident("b", "model B") == ["model A"]
+    two = Admission(resident_models=2)
+    assert [two.resident(i, i) for i in "abca"] == [[], [], ["a"], ["b"]]
+
+
+def test_the_page_ends_its_run_on_the_preview_then_shows_the_exact_curve_and_fills_in_the_neighbours(tiny_models):
+    from dashboard import compute
+
     model = tiny_models[("gpt2", False)]
-    app = run_page("pages/readout.py", model=model, n_tokens=128, k=4)
+    app = run_page("pages/readout.py", settle=False, model=model, n_tokens=128, k=4, seed=3)
     assert not app.exception and not app.error
+    assert "Preview" in app.get("plotly_chart")[0].proto.spec  # the run ended with the preview drawn
+    worker = app.session_state["background"]
+    assert [task.group for task in worker.tasks].count("Exact curve") == 1
+    settled(app)
     assert "Preview" not in app.get("plotly_chart")[0].proto.spec  # the exact curve replaced the preview
-    ready = " ".join(c.value for c in app.caption if c.value.startswith("Nearby settings ready"))
-    assert "k = 2, CCR-1 ✓" in ready and "k = 8, CCR-1 ✓" in ready and "k = 4, CCR-10 ✓" in ready
+    line = [shown(c.value) for c in app.caption if "Previews ahead" in shown(c.value)]
+    assert len(line) == 1 and " ready" in line[0]  # one quiet line, no progress bars
+    assert not app.get("progress")
+    view = compute.ViewState(model=str(model), n_tokens=128, seed=3)
+    loaded = analyses.open_model(view.choice, CPU)
+    states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
+    for k, ccr in nearby(k_grid(32), 4, 1):
+        assert analyses.model_pga(loaded, builtin_corpus(), view.sampling, pga_settings(32, (k,), (ccr,), seed=3),
+                                  compute=CPU, states=states, stored_only=True) is not None
 
 
 def test_the_page_previews_every_setting_along_both_sliders_in_memory(tiny_models, monkeypatch):
@@ -232,7 +305,7 @@ def test_the_page_previews_every_setting_along_both_sliders_in_memory(tiny_model
     loaded = analyses.open_model(view.choice, CPU)
     states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
     monkeypatch.setattr(pipeline, "pga_sweep", None)  # anything computed now would fail
-    for k, ccr in compute.along_sliders(k_grid(32), 8, 2):
+    for k, ccr in along_sliders(k_grid(32), 8, 2):
         settings = preview_settings(pga_settings(32, (k,), (ccr,), seed=11))
         run = analyses.model_pga(loaded, builtin_corpus(), view.sampling, settings, compute=CPU, states=states)
         assert run.preview and len(run.results) == states.value.n_layers
@@ -252,7 +325,7 @@ def test_a_failing_fill_says_so_and_leaves_nothing_half_written(tiny_models, mon
     monkeypatch.setattr(pipeline, "pga_sweep", out_of_memory_for_k2)
     app = run_page("pages/readout.py", model=model, n_tokens=128, k=4, seed=7)  # a seed no other test fills
     assert not app.exception
-    assert any("Filling in k = 2, CCR-1 stopped" in shown(w.value) for w in app.warning)
+    assert any("Nearby settings (k = 2, CCR-1) stopped: no room for k = 2" in shown(w.value) for w in app.warning)
     assert z_values(app)  # the page itself is drawn
     view = compute.ViewState(model=str(model), n_tokens=128, seed=7)
     loaded = analyses.open_model(view.choice, CPU)

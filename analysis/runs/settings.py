@@ -30,6 +30,7 @@ from analysis.models.devices import cpu_has_native_bf16, pick_device
 
 _PGA_DEFAULTS = {f.name: f.default for f in fields(PGASettings)}
 DEFAULT_CCR = _PGA_DEFAULTS["ccrs"][0]
+DEEPEST_CCR = 10  # the CCR slider's end
 DEFAULT_N_NULL = _PGA_DEFAULTS["n_null"]
 CONVERGENCE_N_NULL = 20
 CONVERGENCE_UNITS = 200
@@ -131,3 +132,24 @@ def clip_epsilon(eps: float) -> float:
     """epsilon as the capacity formulas take it: clipped into (0, 1] (a model whose mu + 2 sigma is
     at or below 0 is treated as 1e-6, the formulas' lower edge)."""
     return min(max(float(eps), 1e-6), 1.0)
+
+
+def _adjacent_k(grid: tuple[int, ...], k: int, ccr: int, steps: int) -> list[tuple[int, int]]:
+    index = grid.index(k) if k in grid else 0
+    return [(grid[i], ccr) for i in (index - steps, index + steps) if 0 <= i < len(grid)]
+
+
+def along_sliders(grid: tuple[int, ...], k: int, ccr: int, reach: int | None = None) -> list[tuple[int, int]]:
+    """Every (k, CCR) setting one slider move from (k, CCR), nearest first: at each number of steps the k on
+    either side on the grid, then CCR depth - steps and + steps; ``reach``: that many steps at most."""
+    reach = max(len(grid), DEEPEST_CCR + 1) if reach is None else reach
+    return [setting for steps in range(1, reach + 1) for setting in
+            _adjacent_k(grid, k, ccr, steps) + [(k, c) for c in (ccr - steps, ccr + steps) if 0 <= c <= DEEPEST_CCR]]
+
+
+def nearby(grid: tuple[int, ...], k: int, ccr: int) -> list[tuple[int, int]]:
+    """The settings a visitor most likely asks for next, in order: every setting one slider step away, then
+    the ends of both sliders (where a jump lands: End, Home, a drag to the edge). Previewed before the exact
+    run and filled in exactly after it; :func:`along_sliders` extends it for the previews."""
+    ends = [(grid[0], ccr), (grid[-1], ccr), (k, 0), (k, DEEPEST_CCR)]
+    return list(dict.fromkeys(along_sliders(grid, k, ccr, 1) + [end for end in ends if end != (k, ccr)]))

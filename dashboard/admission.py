@@ -1,0 +1,145 @@
+"""The server's admission policy: which heavy computation runs now.
+
+Every heavy computation a visitor can cause asks here first (``Admission.hold``): model loads,
+forward passes, PGA (preview, exact, fill), triage, side by side, checkpoint series, probes, the UMAP,
+the capacity histogram. The rules:
+
+- **One at a time** in this server process: two tabs do not fight for two cores.
+- **By priority**, then in order of asking: ``PREVIEW`` (a chart a visitor waits for, a second or so),
+  then ``VISIBLE`` (what a page shows next: a load, a forward pass, an exact curve, a histogram), then
+  ``BACKGROUND`` (previews ahead and fill that nobody asked for yet; off in demo mode).
+- **Pause points.** A holder calls its ``pause`` between steps (the PGA engine every few subspaces,
+  each forward batch, each progress report); there it steps aside while a more urgent request waits, then
+  carries on where it was. A preview therefore waits for one step of other work at most: a few
+  subspaces, one forward batch, or a whole step that has no pause points inside (a model load, one
+  UMAP: seconds to a minute).
+- **Bounded memory.** A hold names the model it computes on; at most ``resident_models`` different
+  models are in use at once (1 unless ``RG_RESIDENT_MODELS`` says otherwise). A request on another model
+  waits until the work on the current one is over (the page says so), and its load then evicts it.
+- **Quiet while a page is drawn** (``quiet``): only previews run, so the page and the browser have the
+  cores.
+
+Nested holds in one thread are one hold (a computation may call another).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class Priority(IntEnum):
+    PREVIEW = 0
+    VISIBLE = 1
+    BACKGROUND = 2
+
+
+@dataclass(order=True)
+class Request:
+    priority: Priority
+    number: int
+    name: str = field(compare=False)
+    model: str | None = field(compare=False, default=None)
+
+
+class Admission:
+    """The policy's state: who holds the server's one computation slot, who waits, which models are in use."""
+
+    def __init__(self, resident_models: int = 1) -> None:
+        self.resident_models = resident_models
+        self.condition = threading.Condition()
+        self.holder: tuple[int, Request] | None = None  # (thread id, request)
+        self.waiting: list[Request] = []
+        self.models: Counter[str] = Counter()  # model -> holds on it, paused ones included
+        self.quiet_until = 0.0
+        self.numbers = itertools.count()
+        self.loaded: dict[str, str] = {}  # identity -> label of the models in memory, least recently used first
+
+    def resident(self, identity: str, label: str) -> list[str]:
+        """Note that ``identity`` is in memory (used now); the labels of the models this pushed out."""
+        with self.condition:
+            self.loaded.pop(identity, None)
+            self.loaded[identity] = label
+            released = []
+            while len(self.loaded) > self.resident_models:
+                released.append(self.loaded.pop(next(iter(self.loaded))))
+            return released
+
+    def _fits(self, request: Request) -> bool:
+        """The request's model is in use already, or one more model stays within the bound."""
+        return request.model is None or request.model in self.models or len(self.models) < self.resident_models
+
+    def _quiet_left(self, priority: Priority) -> float:
+        return 0.0 if priority == Priority.PREVIEW else max(0.0, self.quiet_until - time.monotonic())
+
+    def _next(self) -> Request | None:
+        admissible = sorted(r for r in self.waiting if self._fits(r) and not self._quiet_left(r.priority))
+        return admissible[0] if admissible else None
+
+    def _take(self, request: Request, counted: bool) -> None:
+        with self.condition:
+            self.waiting.append(request)
+            try:
+                while self.holder is not None or self._next() is not request:
+                    self.condition.wait(timeout=self._quiet_left(request.priority) or None)
+            finally:
+                self.waiting.remove(request)
+            self.holder = (threading.get_ident(), request)
+            if request.model is not None and not counted:
+                self.models[request.model] += 1
+
+    def _give_back(self, release_model: bool) -> None:
+        with self.condition:
+            _, request = self.holder
+            self.holder = None
+            if release_model and request.model is not None:
+                self.models[request.model] -= 1
+                if not self.models[request.model]:
+                    del self.models[request.model]
+            self.condition.notify_all()
+
+    def _pause(self, request: Request) -> None:
+        with self.condition:
+            waiting = self._next()
+            urgent = (waiting is not None and waiting.priority < request.priority) or self._quiet_left(request.priority)
+        if urgent:
+            self._give_back(release_model=False)  # still computing on its model: it stays in use
+            self._take(request, counted=True)
+
+    def waits(self, priority: Priority, model: str | None = None) -> str | None:
+        """Why a request would wait now (None: it would run at once)."""
+        with self.condition:
+            if self.holder is not None and self.holder[0] == threading.get_ident():
+                return None
+            if model is not None and not self._fits(Request(priority, -1, "", model)):
+                return (f"this server keeps {self.resident_models} model(s) in memory and another visitor's "
+                        f"computation on {', '.join(self.models)} is running")
+            if self.holder is not None:
+                return f"another computation ({self.holder[1].name}) is running; one runs at a time"
+            return None
+
+    @contextlib.contextmanager
+    def hold(self, priority: Priority, name: str, model: str | None = None):
+        """Hold the slot for ``name`` at ``priority`` (on ``model``, an identity); the value is the holder's
+        ``pause()``. Nested in a hold of the same thread: that hold's pause."""
+        if self.holder is not None and self.holder[0] == threading.get_ident():
+            outer = self.holder[1]
+            yield lambda: self._pause(outer)
+            return
+        request = Request(priority, next(self.numbers), name, model)
+        self._take(request, counted=False)
+        try:
+            yield lambda: self._pause(request)
+        finally:
+            self._give_back(release_model=True)
+
+    def quiet(self, seconds: float) -> None:
+        """Only previews run for the next ``seconds`` (from now: a later call shortens or extends it)."""
+        with self.condition:
+            self.quiet_until = time.monotonic() + seconds
+            self.condition.notify_all()

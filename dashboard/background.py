@@ -1,0 +1,172 @@
+"""Work a page starts and does not wait for, done outside the visitor's script run.
+
+A page draws what it has (a preview, the stored numbers), hands the rest to its session's
+:class:`Background` as :class:`Task` s and ends: the browser's Running indicator stops when the visible
+part is drawn. One thread per session runs the tasks in order, each through the server's admission
+policy; a newer page run that no longer asks for a task stops it at its next pause point (finished layers
+stay in the disk cache). :func:`show_status` draws one quiet line of what is ready, refreshed every
+second and a half, and reruns the page when a task whose result the page shows is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import streamlit as st
+import torch
+
+from analysis.errors import InputError
+from analysis.progress import Progress
+from dashboard.admission import Admission, Priority
+from dashboard.text import literal
+
+REFRESH_SECONDS = 1.5
+
+
+class Superseded(Exception):
+    """A newer page run no longer asks for this task."""
+
+
+@dataclass(eq=False)
+class Task:
+    """One piece of work: ``run(progress, slot)`` computes into the caches (``slot``: the library's pause
+    points); ``group`` and ``key`` name it in the status line; ``scope`` is everything else its result
+    depends on (model, text, sampling, seed); ``shows`` marks a result the page draws when it is done."""
+
+    key: str
+    group: str
+    priority: Priority
+    run: Callable[[Progress, Callable], object] | None
+    model: str | None = None
+    scope: str = ""
+    shows: bool = False
+    state: str = "waiting"  # waiting | running | done | failed | stopped
+    done: int = 0
+    total: int = 0
+    error: str = ""
+    rerun: bool = False  # a "shows" task done: the page has been rerun to draw it (once)
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        return self.scope, self.group, self.key
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "failed", "stopped")
+
+
+class Background:
+    """A session's background tasks and the thread that runs them, one at a time, in order."""
+
+    def __init__(self, admission: Admission) -> None:
+        self.admission = admission
+        self.lock = threading.Lock()
+        self.tasks: list[Task] = []
+        self.thread: threading.Thread | None = None
+
+    def replace(self, tasks: list[Task]) -> None:
+        """Run ``tasks`` from now on: one this session asked for already keeps its progress (it is not
+        restarted, and one that failed is not tried again); one no longer asked for stops at its next pause."""
+        with self.lock:
+            kept = {task.identity: task for task in self.tasks if task.state != "stopped"}
+            self.tasks = [kept.get(task.identity, task) for task in tasks]
+            if any(not task.finished for task in self.tasks) and (self.thread is None or not self.thread.is_alive()):
+                self.thread = threading.Thread(target=self._work, name="background", daemon=True)
+                self.thread.start()
+
+    def wanted(self, task: Task) -> bool:
+        with self.lock:
+            return task in self.tasks
+
+    def _next(self) -> Task | None:
+        with self.lock:
+            return next((task for task in self.tasks if task.state == "waiting"), None)
+
+    def _work(self) -> None:
+        while (task := self._next()) is not None:
+            self._run(task)
+
+    def _run(self, task: Task) -> None:
+        def checked(pause: Callable[[], None]) -> Callable[[], None]:
+            def check() -> None:
+                if not self.wanted(task):
+                    raise Superseded
+                pause()
+            return check
+
+        task.state = "running"
+        try:
+            with self.admission.hold(task.priority, task.group, task.model) as pause:
+                step = checked(pause)
+
+                def progress(_stage: str, done: int, total: int) -> None:
+                    task.done, task.total = done, total
+                    step()
+
+                step()
+                task.run(progress, lambda: contextlib.nullcontext(step))
+            task.state = "done"
+        except Superseded:
+            task.state = "stopped"
+        except (InputError, MemoryError, RuntimeError, torch.OutOfMemoryError) as error:
+            task.state, task.error = "failed", str(error)
+        finally:
+            task.run = None  # release what the work held (hidden states, the model)
+
+    def idle(self) -> bool:
+        with self.lock:
+            return all(task.finished for task in self.tasks)
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the tasks (tests and the CLI-like callers)."""
+        thread = self.thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def line(self) -> str:
+        """What is ready, one short clause per group: "Exact curve: layer 19/31 · Previews ahead: 6/14 ready"."""
+        with self.lock:
+            groups: dict[str, list[Task]] = {}
+            for task in self.tasks:
+                groups.setdefault(task.group, []).append(task)
+        parts = []
+        for group, tasks in groups.items():
+            running = next((task for task in tasks if task.state == "running"), None)
+            if len(tasks) == 1 and running is not None and running.total:
+                parts.append(f"{group}: {running.done}/{running.total}")
+            elif len(tasks) == 1:
+                parts.append(f"{group}: {'ready' if tasks[0].state == 'done' else tasks[0].state}")
+            else:
+                parts.append(f"{group}: {sum(task.state == 'done' for task in tasks)}/{len(tasks)} ready")
+        return " · ".join(parts)
+
+    def to_draw(self) -> bool:
+        """A task the page asked for because it shows its result is done: the page should rerun (once per
+        task; the page asks again only while the result is missing)."""
+        with self.lock:
+            ready = [task for task in self.tasks if task.shows and task.state == "done" and not task.rerun]
+            for task in ready:
+                task.rerun = True
+            return bool(ready)
+
+    def failures(self) -> list[Task]:
+        with self.lock:
+            return [task for task in self.tasks if task.state == "failed"]
+
+
+def show_status(background: Background) -> None:
+    """One quiet line of what is ready, refreshed while anything runs; failures as one warning each; the page
+    reruns when a result it shows is done."""
+
+    def status() -> None:
+        if background.to_draw():
+            st.rerun(scope="app")
+        for task in background.failures():
+            st.warning(literal(f"{task.group} ({task.key}) stopped: {task.error}"), icon=":material/warning:")
+        if line := background.line():
+            st.caption(literal(line))
+
+    st.fragment(status, run_every=None if background.idle() else REFRESH_SECONDS)()
