@@ -2,14 +2,13 @@
 
 import streamlit as st
 
-from analysis.geometry.pga import default_k
 from analysis.results import figures
 from analysis.results.collections import spectrum_table
-from analysis.runs.settings import along_sliders, k_grid, nearby, snap_k
+from analysis.runs.settings import along_sliders, k_grid, nearby
 from dashboard import compute
 from dashboard.export import chart, provenance, view_state_button
 from dashboard.sidebar import sidebar
-from dashboard.view import remember, url_int
+from dashboard.widgets import ccr_slider, k_slider, layer_slider
 
 view = sidebar()
 st.title("Readout alignment")
@@ -20,17 +19,9 @@ d = loaded.anatomy.d_model
 
 controls = st.columns([2, 2, 3])
 grid = k_grid(d)
-asked = url_int("k", default_k(d))
-k = controls[0].select_slider("k (readout dimensions)", grid, value=snap_k(asked, grid),
-                              help=f"Powers of two up to d / 2 = {d // 2} and the default {default_k(d)}; never d "
-                                   "(at k = d every subspace keeps every distance and z is rounding noise).")
-if asked not in grid:
-    controls[0].caption(f"k = {asked} from the link is not on the slider's grid; showing k = {k}.")
-ccr = controls[1].select_slider("CCR depth (components removed)", list(range(0, 11)),
-                                value=min(max(url_int("ccr", 1), 0), 10))
+k, ccr = k_slider(d, controls[0]), ccr_slider(controls[1])
 overlay = controls[2].multiselect("Overlay CCR depths", [0, 1, 5, 10], default=[],
                                   help="e.g. 1, 5, 10: one more full sweep per depth (cached once computed).")
-remember(k=k, ccr=ccr)
 
 asked_for = [(k, (ccr,))] + ([(k, tuple(sorted(overlay)))] if overlay else [])
 first = st.empty()  # replaces the previous setting's chart at once, until this one's is drawn
@@ -49,8 +40,7 @@ if overlay:
     chart(several.z_figure(title=f"z at several CCR depths (k = {k})"), several.table(), "z-ccr-overlay",
           "Removing more components unmasks alignment hidden by a few dominant directions. " + several.describe(k))
 
-layer = st.slider("Layer", 0, n_entries - 1, min(max(url_int("layer", n_entries // 2), 0), n_entries - 1))
-remember(layer=layer)
+layer = layer_slider(n_entries)
 chosen = run.layer(layer)
 chart(run.null_figure(layer), run.null_table(layer), "null-distribution",
       f"Layer {layer}: rho_readout = {chosen.rho_readout:.4f}, null mean {chosen.null_mean:.4f}, "
@@ -71,9 +61,10 @@ chart(figures.readout_spectrum(basis.singular_values, k), spectrum_table(basis),
 view_state_button(view, k=k, ccr=ccr, layer=layer)
 
 compute.page_drawn()
-# Outside this run: previews one step away and at the ends, the exact runs (the page reruns when they are in),
-# the previews further along both sliders, then the nearby settings' exact runs. A move replaces the list.
+# Outside this run: each layer's PCA, the exact runs (the page reruns when they are in), previews of the nearby
+# settings and then of every setting along both sliders, then the nearby settings' exact runs. A move replaces
+# the list; a move before the previews are ready previews at once, ahead of the exact run.
 near = nearby(grid, k, ccr)
 exact = [compute.exact_task(view, loaded, *wanted) for wanted, r in zip(asked_for, runs, strict=True) if r.preview]
 ahead = compute.ahead_tasks(view, loaded, list(dict.fromkeys(near + along_sliders(grid, k, ccr))))
-compute.background(ahead[:1 + len(near)] + exact + ahead[1 + len(near):] + compute.fill_tasks(view, loaded, near))
+compute.background(ahead[:1] + exact + ahead[1:] + compute.fill_tasks(view, loaded, near))

@@ -7,7 +7,7 @@ from analysis.results.collections import COLOURINGS
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.sidebar import sidebar
-from dashboard.view import remember, url_int
+from dashboard.widgets import ccr_slider, layer_slider
 
 view = sidebar()
 st.title("Token map")
@@ -15,10 +15,8 @@ with compute.friendly_errors():
     loaded = compute.loaded_model(view)
     n_entries = compute.states(view, loaded).value.n_layers
 controls = st.columns(3)
-layer = controls[0].slider("Layer", 0, n_entries - 1, min(max(url_int("layer", n_entries // 2), 0), n_entries - 1))
-ccr = controls[1].select_slider("CCR depth", list(range(11)), value=min(max(url_int("ccr", 1), 0), 10))
+layer, ccr = layer_slider(n_entries, controls[0]), ccr_slider(controls[1])
 colour_by = controls[2].radio("Colour", COLOURINGS)
-remember(layer=layer, ccr=ccr)
 with compute.friendly_errors():  # the stored UMAP, else the PC plane now and the UMAP after it
     mapped = compute.stored_token_map(view, loaded, layer, ccr) or compute.preview_token_map(view, loaded, layer, ccr)
 chart(mapped.figure(colour_by), mapped.table(), "token-map", mapped.describe())

@@ -6,15 +6,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from analysis.geometry.pga import default_k
 from analysis.models.train_demo import partial
 from analysis.results.collections import CheckpointSeries, DepthCurves
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.sidebar import sidebar
 from dashboard.text import literal
-from dashboard.view import ViewState, demo_mode, remember, url_int
-from dashboard.widgets import sweep_source
+from dashboard.view import ViewState, demo_mode
+from dashboard.widgets import ccr_slider, k_slider, sweep_source
 
 
 def spaced(labels: list[str], n: int = 6) -> list[str]:
@@ -62,9 +61,7 @@ def computed_here(view: ViewState) -> tuple[CheckpointSeries | None, int, int]:
     with compute.friendly_errors():
         d = compute.card(compute.resolved(view.model, labels[-1]))["d_model"]
     controls = st.columns(2)
-    k = int(controls[0].number_input("k", 1, d - 1, min(max(url_int("k", default_k(d)), 1), d - 1)))
-    ccr = controls[1].select_slider("CCR depth", list(range(11)), value=min(max(url_int("ccr", 1), 0), 10))
-    remember(k=k, ccr=ccr)
+    k, ccr = k_slider(d, controls[0]), ccr_slider(controls[1])
     if not chosen:
         return None, k, ccr
     ordered = sorted(chosen, key=labels.index)

@@ -346,7 +346,7 @@ def test_the_token_map_and_training_pages_end_on_the_exact_view(tiny_models, tmp
         shutil.copytree(tiny_models[("gpt_neox", False)], tmp_path / "run" / name)
     app = run_page("pages/training.py", model=tmp_path / "run", n_tokens=128, k=4)
     assert not app.exception and not app.error
-    app.number_input[0].set_value(16).run()  # a new k: previewed from the cached states, then measured
+    app.select_slider(key="k").set_value(16).run()  # a new k: previewed from the cached states, then measured
     assert not app.exception and not app.error
     spec = app.get("plotly_chart")[0].proto.spec
     assert "Preview" not in spec and "k = 16" in spec

@@ -123,6 +123,20 @@ def k_grid(d: int) -> tuple[int, ...]:
     return tuple(sorted({*powers, top, default_k(d)}))
 
 
+def ccr_depths() -> list[int]:
+    """The CCR slider's values: 0 (nothing removed) to ``DEEPEST_CCR``."""
+    return list(range(DEEPEST_CCR + 1))
+
+
+def clamp_ccr(ccr: int) -> int:
+    return min(max(ccr, 0), DEEPEST_CCR)
+
+
+def clamp_layer(layer: int, n_entries: int) -> int:
+    """A layer asked for (a link, a default) within 0 .. n_entries - 1 (0: embeddings, last: after the final norm)."""
+    return min(max(layer, 0), n_entries - 1)
+
+
 def snap_k(k: int, grid: tuple[int, ...]) -> int:
     """The grid value nearest to ``k`` on a log scale (a k typed in a link)."""
     return min(grid, key=lambda value: (abs(math.log(value) - math.log(max(k, 1))), value))
