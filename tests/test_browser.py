@@ -261,3 +261,61 @@ def test_titles_clear_the_toolbar_and_labels_are_whole(server, browser, tiny_mod
             assert browser.execute_script(LAYOUT_PROBLEMS) == [], (page, width)
     finally:
         browser.set_window_size(1500, 1800)
+
+
+MOVE_STATE = r"""
+const app = document.querySelector('[data-testid=stApp]');
+const plots = [...document.querySelectorAll('.js-plotly-plot')];
+const title = plots.length && plots[0].layout && plots[0].layout.title ? plots[0].layout.title.text : '';
+const k = document.querySelector("input[type=range][aria-label='k (readout dimensions)']");
+return {state: app ? app.getAttribute('data-test-script-state') : null, title: title.replace(/<[^>]+>/g, ''),
+        k: k ? k.closest('[data-testid=stSlider], [data-testid=stSelectSlider]').querySelector(
+               '[data-testid=stSliderThumbValue]').innerText : null,
+        plots: plots.length, stale: document.querySelectorAll('[data-stale=true] .js-plotly-plot').length,
+        kSliders: document.querySelectorAll("input[type=range][aria-label='k (readout dimensions)']").length,
+        bars: document.querySelectorAll('[data-testid=stProgress]').length,
+        status: [...document.querySelectorAll('[data-testid=stCaptionContainer]')].map(e => e.innerText)
+                .filter(t => t.includes('Previews ahead')).length};
+"""
+
+
+@pytest.fixture(scope="module")
+def wider_model(tokenizer, tmp_path_factory) -> Path:
+    """A random GPT-NeoX of d = 192 and 8 blocks: its preview at N = 1024 takes long enough to be seen."""
+    from analysis.models.tiny import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("wider") / "model", "gpt_neox", tokenizer, d_model=192, n_layers=8)
+
+
+def test_a_move_shows_the_new_setting_or_says_it_is_computing_and_the_page_ends_quiet(server, browser, wider_model):
+    """The page's run ends with the preview drawn while the exact curve is computed outside it (one status line, no
+    progress bar); after a move no chart of the previous k sits under the new slider value, and when the page is
+    drawn there are as many plots as the page shows and one k slider."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    query = urlencode({"model": str(wider_model), "n_tokens": 1024, "seed": 21, "k": 32})
+    browser.get(f"{server}/readout?{query}")
+    seen = []
+
+    def watch(until) -> None:
+        def step(d) -> bool:
+            seen.append(d.execute_script(MOVE_STATE))
+            return until(seen[-1])
+        WebDriverWait(browser, 600, poll_frequency=0.05).until(step)
+
+    watch(lambda s: s["state"] == "notRunning" and s["title"].startswith("Preview"))  # the page's run ended
+    assert seen[-1]["status"] == 1 and seen[-1]["bars"] == 0 and seen[-1]["k"] == "32"  # one quiet line, no bar
+
+    seen.clear()  # a move while the exact curve is computed: k = 16 is not previewed yet
+    thumb = browser.find_element("css selector", "input[type=range][aria-label='k (readout dimensions)']")
+    browser.execute_script("arguments[0].focus();", thumb)
+    ActionChains(browser).send_keys(Keys.ARROW_LEFT).perform()
+    watch(lambda s: s["state"] == "notRunning" and s["title"].startswith("z by layer at k = 16"))  # exact, k = 16
+    moved = [s for s in seen if s["k"] == "16"]
+    assert moved and not [s for s in moved[3:] if "k = 32" in s["title"]]  # the old chart goes within a poll or two
+    assert any(s["title"].startswith("Preview: z by layer at k = 16") for s in moved)  # previewed before the exact
+    settled(browser)
+    after = browser.execute_script(MOVE_STATE)
+    assert after["plots"] == 6 and after["stale"] == 0 and after["kSliders"] == 1 and after["bars"] == 0
