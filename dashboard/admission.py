@@ -111,6 +111,13 @@ class Admission:
             self._give_back(release_model=False)  # still computing on its model: it stays in use
             self._take(request, counted=True)
 
+    def contended(self, model: str | None) -> bool:
+        """A request on another model waits, or ``model`` is no longer in memory: background work on ``model``
+        should give way rather than pause (it would hold its model in memory and make the request wait)."""
+        with self.condition:
+            return (any(r.model not in (None, model) for r in self.waiting)
+                    or (model is not None and bool(self.loaded) and model not in self.loaded))
+
     def waits(self, priority: Priority, model: str | None = None) -> str | None:
         """Why a request would wait now (None: it would run at once)."""
         with self.condition:

@@ -27,7 +27,7 @@ REFRESH_SECONDS = 1.5
 
 
 class Superseded(Exception):
-    """A newer page run no longer asks for this task."""
+    """A newer page run no longer asks for this task, or (background work) another model is wanted."""
 
 
 @dataclass(eq=False)
@@ -92,7 +92,8 @@ class Background:
     def _run(self, task: Task) -> None:
         def checked(pause: Callable[[], None]) -> Callable[[], None]:
             def check() -> None:
-                if not self.wanted(task):
+                if not self.wanted(task) or (task.priority == Priority.BACKGROUND
+                                             and self.admission.contended(task.model)):
                     raise Superseded
                 pause()
             return check

@@ -350,3 +350,39 @@ def test_the_token_map_and_training_pages_end_on_the_exact_view(tiny_models, tmp
     assert not app.exception and not app.error
     spec = app.get("plotly_chart")[0].proto.spec
     assert "Preview" not in spec and "k = 16" in spec
+
+
+def test_background_work_gives_way_to_a_request_on_another_model_and_a_move_stops_what_is_no_longer_asked():
+    from dashboard.background import Background, Task
+
+    admission = Admission(resident_models=1)
+    admission.resident("A", "model A")
+    worker, steps, asked = Background(admission), [], threading.Event()
+
+    def long_fill(progress, slot):
+        for step in range(1000):
+            steps.append(step)
+            if step == 3:
+                asked.set()
+            with slot() as pause:
+                pause()
+            progress("fill", step, 1000)
+
+    worker.replace([Task("k = 2, CCR-1", "Nearby settings", Priority.BACKGROUND, long_fill, "A")])
+    asked.wait(30)
+    with admission.hold(Priority.VISIBLE, "load B", "B"):  # admitted once the fill on A has given way
+        assert admission.models == {"B": 1}
+    worker.join(30)
+    assert worker.tasks[0].state == "stopped" and len(steps) < 1000
+
+    moved = threading.Event()
+    def until_moved(progress, slot):
+        while True:
+            moved.set()
+            progress("exact", 0, 1)
+    worker.replace([Task("k = 4, CCR-1", "Exact curve", Priority.VISIBLE, until_moved, "A", shows=True)])
+    moved.wait(30)
+    worker.replace([Task("k = 8, CCR-1", "Exact curve", Priority.VISIBLE, lambda progress, slot: None, "A",
+                         shows=True)])  # a move: the k = 4 run stops at its next pause, k = 8 runs
+    worker.join(30)
+    assert [task.state for task in worker.tasks] == ["done"] and worker.to_draw() and not worker.to_draw()
