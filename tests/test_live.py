@@ -386,3 +386,17 @@ def test_background_work_gives_way_to_a_request_on_another_model_and_a_move_stop
                          shows=True)])  # a move: the k = 4 run stops at its next pause, k = 8 runs
     worker.join(30)
     assert [task.state for task in worker.tasks] == ["done"] and worker.to_draw() and not worker.to_draw()
+
+
+def test_blocks_of_128_tokens_without_the_preview_flag_are_an_exact_setting_and_stored(tmp_path):
+    states, w_u = planted_readout(n=300)
+    layers, basis, cache = np.stack([states, states * 2]), readout_basis(w_u), ResultCache(tmp_path)
+    blocks = pga_settings(w_u.shape[1], (8,), pair_blocks=128, n_null=10)
+    assert not blocks.preview and "preview" not in blocks.spec
+    pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, blocks, [0, 1], cache=cache)
+    assert pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, blocks, [0, 1], cache=cache, stored_only=True)
+    preview = preview_settings(blocks)
+    assert preview.preview and preview.spec["preview"] is True
+    pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, preview, [0, 1], cache=cache)
+    assert pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, preview, [0, 1], cache=cache,
+                               stored_only=True) is None  # the flag, not the block size, keeps it out

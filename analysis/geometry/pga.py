@@ -72,6 +72,7 @@ class PGASettings:
     n_pcs: int = 10
     alpha_fit: tuple[int, int] = (1, 100)
     n_bootstrap: int = 1000
+    preview: bool = False  # drawn first and replaced: remembered in memory, never stored
 
     def __post_init__(self) -> None:
         require(len(self.ks) >= 1 and len(self.ccrs) >= 1, "Give at least one k and one CCR depth.")
@@ -89,11 +90,13 @@ class PGASettings:
 
     @property
     def spec(self) -> dict:
-        """The settings as plain JSON, for cache keys. ``ranks`` appears only when not exact, so the keys of
-        exact results stay those they had before previews could rank by 16 bits."""
+        """The settings as plain JSON, for cache keys. ``ranks`` and ``preview`` appear only when not exact, so
+        the keys of exact results stay those they had before previews existed."""
         spec = {**asdict(self), "ks": list(self.ks), "ccrs": list(self.ccrs), "alpha_fit": list(self.alpha_fit)}
         if self.ranks == "exact":
             del spec["ranks"]
+        if not self.preview:
+            del spec["preview"]
         return spec
 
 

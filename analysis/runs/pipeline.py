@@ -32,7 +32,7 @@ from analysis.models.refs import ModelRef
 from analysis.models.weights import read_matrix
 from analysis.progress import Progress, report
 from analysis.results.collections import PGARun
-from analysis.runs.settings import Compute, is_preview, pga_settings
+from analysis.runs.settings import Compute, pga_settings
 from analysis.storage.cache import Entry, ResultCache, default_cache, spec_key
 from analysis.storage.codec import storable
 from analysis.storage.shapes import OneOf
@@ -163,7 +163,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     held while each layer computes (the dashboard's one-heavy-computation-at-a-time gate); its value, when
     not None, is the ``pause`` handed to :func:`pga_sweep`. A layer's results are stored as soon as it is
     done, so work that is stopped keeps every finished layer.
-    Preview settings (``is_preview``): see :func:`_preview` (a second or two; remembered in memory, never
+    Preview settings (``settings.preview``): see :func:`_preview` (a second or two; remembered in memory, never
     stored on disk)."""
     cache = cache or default_cache()
     array = states.states if isinstance(states, HiddenStates) else states
@@ -176,7 +176,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     def spec(layer: int, k: int, ccr: int) -> dict:
         return {"states": states_spec, "readout": basis_spec, "layer": layer, "k": k, "ccr": ccr, **common}
 
-    if is_preview(settings):
+    if settings.preview:
         if stored_only:
             return None
         ready_pcas(array, states_spec, settings, layers, device, cache, slot=slot)
@@ -302,4 +302,4 @@ def model_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings:
     if results is None:
         return None
     return PGARun(tuple(results), settings, loaded.ref.label, loaded.ref.identity, loaded.spec["dtype"],
-                  entry.provenance, preview=is_preview(settings))
+                  entry.provenance, preview=settings.preview)

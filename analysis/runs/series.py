@@ -26,7 +26,7 @@ from analysis.models.refs import ModelRef, hash_files, list_checkpoints, resolve
 from analysis.progress import Progress, report
 from analysis.results.collections import CheckpointResult, CheckpointSeries, flag_duplicates
 from analysis.runs.pipeline import cached_pga, model_hidden_states, model_pga, stored_readout
-from analysis.runs.settings import Compute, is_preview
+from analysis.runs.settings import Compute
 from analysis.storage.cache import ResultCache, canonical_json, default_cache
 from analysis.storage.shapes import OneOf, record_shape
 from analysis.storage.store import ResultStore
@@ -174,13 +174,13 @@ def training_sweep(name: str, revisions: list[str], corpus: Corpus, sampling: Sa
 
     Each checkpoint's record is kept in ``store`` (default: ``cache``), intermediates in ``cache``; a
     checkpoint whose hidden states, readout and loss are cached is not loaded. ``stored_only``: None
-    unless every record is in the store. Preview settings (``is_preview``): every record from the cache
+    unless every record is in the store. Preview settings (``settings.preview``): every record from the cache
     alone, none stored; None when a checkpoint has not been measured yet."""
     cache = cache or default_cache()
     store = store or cache
     refs = check_series(name, revisions)
     concrete = dtype_name(pick_dtype(dtype, pick_device(device)))
-    preview = is_preview(settings)
+    preview = settings.preview
 
     def from_cache(ref: ModelRef) -> dict | None:
         return record_from_cache(ref, concrete, device, corpus, sampling, settings, cache, progress)

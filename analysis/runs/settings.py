@@ -14,7 +14,7 @@ every caption or export states the settings a result was computed with (carried 
 | the report's CCR depths | 1, 5, 10 | the triage report |
 | histogram bins | 300 | the cosine histogram |
 | sensitivity delta | 0.005 | capacity at eps +- delta |
-| preview | ``preview_settings``: pairs in blocks of 128 tokens, 30 null draws, 16-bit ranks, bf16 | drawn first |
+| preview | ``preview_settings``: pairs in blocks of 128 tokens, 30 null draws, 16-bit ranks, bf16; ``preview=True`` | drawn first, never stored |
 | token map preview | the top two principal components after CCR | the plane drawn while UMAP runs |
 """
 
@@ -103,7 +103,7 @@ def preview_settings(settings: PGASettings, device: str = "auto") -> PGASettings
     the pairs inside blocks of 64 tokens with all 100 draws (three times the work for the same agreement)."""
     fast_bf16 = pick_device(device).type == "cpu" and cpu_has_native_bf16()
     return replace(settings, pair_blocks=PREVIEW_BLOCK, n_null=min(settings.n_null, PREVIEW_N_NULL), ranks="16-bit",
-                   projection="bfloat16" if fast_bf16 else "float32")
+                   projection="bfloat16" if fast_bf16 else "float32", preview=True)
 
 
 def needs_preview(device: str = "auto") -> bool:
@@ -111,8 +111,6 @@ def needs_preview(device: str = "auto") -> bool:
     return pick_device(device).type == "cpu"
 
 
-def is_preview(settings: PGASettings) -> bool:
-    return settings.pair_blocks == PREVIEW_BLOCK
 
 
 def k_grid(d: int) -> tuple[int, ...]:
