@@ -29,13 +29,13 @@ import scipy.stats  # noqa: E402
 import torch  # noqa: E402
 from scipy.spatial.distance import pdist  # noqa: E402
 
-from analysis.geometry import pga as engine  # noqa: E402
 from analysis.geometry.pga import PGASettings, null_bases, pga_sweep  # noqa: E402
 from analysis.geometry.ranks import sort_rows  # noqa: E402
 from analysis.geometry.readout import readout_basis  # noqa: E402
 from analysis.geometry.synthetic import planted_readout  # noqa: E402
 from analysis.models.devices import cpu_description  # noqa: E402
 from analysis.runs.settings import preview_settings  # noqa: E402
+from analysis.storage.memory import EngineMemory  # noqa: E402
 
 
 def seconds(work, device: torch.device) -> float:
@@ -72,9 +72,9 @@ def main() -> None:
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
     pga_sweep(states[:1], basis, PGASettings(ks=(8,), n_null=2), device=str(device))  # warm-up
-    engine._pcas.clear()
     ours = []
-    t_ours = seconds(lambda: ours.extend(pga_sweep(states, basis, settings, device=str(device))), device)
+    t_ours = seconds(lambda: ours.extend(pga_sweep(states, basis, settings, device=str(device),
+                                                   memory=EngineMemory())), device)
 
     n_pairs = args.n * (args.n - 1) // 2
     values = torch.rand(args.n_null + 1, n_pairs, device=device)
@@ -82,10 +82,9 @@ def main() -> None:
     t_keys = seconds(lambda: [sort_rows(values) for _ in range(args.layers)], device)
     fastest = min(t_sort, t_keys)
 
-    quick = preview_settings(settings, str(device))
-    engine._pcas.clear()
-    t_cold = seconds(lambda: pga_sweep(states, basis, quick, device=str(device)), device)
-    t_warm = seconds(lambda: pga_sweep(states, basis, quick, device=str(device)), device)
+    quick, memory = preview_settings(settings, str(device)), EngineMemory()
+    t_cold = seconds(lambda: pga_sweep(states, basis, quick, device=str(device), memory=memory), device)
+    t_warm = seconds(lambda: pga_sweep(states, basis, quick, device=str(device), memory=memory), device)
     t_slider = seconds(lambda: pga_sweep(states, basis, PGASettings(ks=(args.k // 2,), ccrs=(1,), n_null=args.n_null),
                                          layers=[min(5, args.layers - 1)], device=str(device)), device)
 

@@ -84,6 +84,7 @@ class Admission:
     def _take(self, request: Request, counted: bool) -> None:
         with self.condition:
             self.waiting.append(request)
+            self.condition.notify_all()  # a holder's pause, and anyone watching, sees the request
             try:
                 while self.holder is not None or self._next() is not request:
                     self.condition.wait(timeout=self._quiet_left(request.priority) or None)

@@ -23,6 +23,7 @@ from analysis.runs.settings import (
     preview_settings,
 )
 from analysis.storage.cache import ResultCache
+from analysis.storage.memory import EngineMemory
 from dashboard.admission import Admission, Priority
 from tests.test_app import run_page, settled, shown, z_values
 
@@ -145,20 +146,36 @@ def test_previews_remembered_layer_by_layer_make_the_next_move_instant(monkeypat
     states, w_u = planted_readout(n=200, seed=5)
     layers = np.stack([states, states * 0.5 + 0.1, states + 1.0])
     basis, settings = readout_basis(w_u), preview_settings(pga_settings(w_u.shape[1], (8,), (1,)))
-    monkeypatch.setattr(pipeline, "_previews", type(pipeline._previews)())
-    ahead = [pipeline.cached_pga(layers, {"s": "ahead"}, basis, {"w": 1}, settings, [layer])[0] for layer in range(3)]
+    memory = EngineMemory()
+    ahead = [pipeline.cached_pga(layers, {"s": "ahead"}, basis, {"w": 1}, settings, [layer], memory=memory)[0]
+             for layer in range(3)]
     real, calls = pipeline.pga_sweep, []
     monkeypatch.setattr(pipeline, "pga_sweep", lambda *a, **kw: calls.append(a[3]) or real(*a, **kw))
-    move = pipeline.cached_pga(layers, {"s": "ahead"}, basis, {"w": 1}, settings, [0, 1, 2])
+    move = pipeline.cached_pga(layers, {"s": "ahead"}, basis, {"w": 1}, settings, [0, 1, 2], memory=memory)
     assert not calls and move == ahead  # the move's preview computed nothing
-    fresh = pga_sweep(layers, basis, settings)
+    fresh = pga_sweep(layers, basis, settings, memory=EngineMemory())
     assert [r.z for r in move] == [r.z for r in fresh]  # the same numbers as computing it now
     noisy = layers + np.random.default_rng(0).normal(size=layers.shape)
-    other = pipeline.cached_pga(noisy, {"s": "other"}, basis, {"w": 1}, settings, [0, 1])
+    other = pipeline.cached_pga(noisy, {"s": "other"}, basis, {"w": 1}, settings, [0, 1], memory=memory)
     assert calls == [[0, 1]] and [r.z for r in other] != [r.z for r in move[:2]]  # other states: computed anew
-    monkeypatch.setattr(pipeline, "PREVIEWS_REMEMBERED", 2)
-    pipeline.cached_pga(layers, {"s": "third"}, basis, {"w": 1}, settings, [0, 1, 2])
-    assert len(pipeline._previews) == 2  # memory stays bounded
+    assert memory.count("preview") == 5
+
+
+def test_the_engine_memory_keeps_to_its_byte_limit_least_recently_used_first_out():
+    memory = EngineMemory(limit_bytes=3 * 800)
+    for key in "abc":
+        memory.put("array", key, np.zeros(100))  # 800 bytes each
+    assert memory.get("array", "a") is not None  # "a" is now the most recently used
+    memory.put("array", "d", np.zeros(100))
+    assert memory.get("array", "b") is None and memory.count("array") == 3 and memory.used == 2400
+    made = []
+    assert memory.remember("array", "e", lambda: made.append(1) or np.ones(300)).shape == (300,)
+    assert memory.count("array") == 1 and made == [1]  # larger than the limit: kept alone, the rest gone
+    assert memory.remember("array", "e", lambda: made.append(1)) is not None and made == [1]
+    states, w_u = planted_readout(n=120, seed=6)
+    small = EngineMemory(limit_bytes=200_000)
+    pga_sweep(np.stack([states] * 4), readout_basis(w_u), pga_settings(w_u.shape[1], (8,), n_null=10), memory=small)
+    assert small.used <= 200_000 or len(small.items) == 1  # PCAs and bases of a sweep, bounded
 
 
 class Script:
@@ -357,13 +374,14 @@ def test_background_work_gives_way_to_a_request_on_another_model_and_a_move_stop
 
     admission = Admission(resident_models=1)
     admission.resident("A", "model A")
-    worker, steps, asked = Background(admission), [], threading.Event()
+    worker, steps, asked = Background(admission), [], threading.Event()  # the fill runs until B is asked for
 
     def long_fill(progress, slot):
         for step in range(1000):
             steps.append(step)
             if step == 3:
                 asked.set()
+                waiting(admission, 1)  # the request on B is in
             with slot() as pause:
                 pause()
             progress("fill", step, 1000)

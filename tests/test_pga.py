@@ -13,6 +13,7 @@ from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.runs.pipeline import cached_pga
 from analysis.storage.cache import ResultCache
 from analysis.storage.codec import decode, encode
+from analysis.storage.memory import EngineMemory
 
 FAST = dict(n_null=30, n_bootstrap=200)
 
@@ -248,21 +249,20 @@ def test_remembered_pcas_are_the_ones_a_sweep_uses(monkeypatch, ccr_fit):
     states, w_u = planted_readout(n=90, seed=11)
     layers = np.stack([states, states * 2 + 1, states[::-1].copy()])
     settings = PGASettings(ks=(8,), ccrs=(1,), n_null=5, n_bootstrap=10, ccr_fit=ccr_fit, seed=4)
-    cold = pga_sweep(layers, readout_basis(w_u), settings)
-    engine._pcas.clear()
-    fits = []
+    cold = pga_sweep(layers, readout_basis(w_u), settings, memory=EngineMemory())
+    memory, fits = EngineMemory(), []
     monkeypatch.setattr(engine, "fit_pca", lambda x: fits.append(len(x)) or fit_pca(x))
-    stored = [engine.fit_layer_pca(layers, layer, settings) for layer in range(3)]
-    assert len(fits) == 3
-    warm = pga_sweep(layers, readout_basis(w_u), settings)
+    stored = [engine.fit_layer_pca(layers, layer, settings, memory=memory) for layer in range(3)]
+    assert len(fits) == 3 and memory.count("pca") == 3
+    warm = pga_sweep(layers, readout_basis(w_u), settings, memory=memory)
     assert len(fits) == (3 if ccr_fit == "same" else 6)  # no PCA refitted ("half": each layer's scored rows' spectrum)
     assert [r.z for r in warm] == [r.z for r in cold] and [r.rankme for r in warm] == [r.rankme for r in cold]
-    engine._pcas.clear()  # a new process: the stored PCAs, through the cache's codec, instead of fitting
-    assert all(engine.remember_fitted(layers, layer, settings, decode(encode(fitted)))
+    memory = EngineMemory()  # a new process: the stored PCAs, through the cache's codec, instead of fitting
+    assert all(engine.remember_fitted(layers, layer, settings, decode(encode(fitted)), memory=memory)
                for layer, fitted in enumerate(stored))
-    assert not engine.remember_fitted(layers, 0, settings, stored[1])  # another layer's rows: not taken
+    assert not engine.remember_fitted(layers, 0, settings, stored[1], memory=memory)  # another layer's rows
     fits.clear()
-    restored = pga_sweep(layers, readout_basis(w_u), settings)
+    restored = pga_sweep(layers, readout_basis(w_u), settings, memory=memory)
     assert len(fits) == (0 if ccr_fit == "same" else 3)
     assert [r.z for r in restored] == [r.z for r in cold] and [r.pc1_angle_deg for r in restored] == [
         r.pc1_angle_deg for r in cold]
@@ -275,20 +275,18 @@ def test_a_restarted_process_reads_the_layers_pcas_from_the_disk_cache(tmp_path,
     states, w_u = planted_readout(n=90, seed=12)
     layers = np.stack([states, states * 3 - 1])
     basis, settings = readout_basis(w_u), PGASettings(ks=(8,), ccrs=(2,), n_null=5, n_bootstrap=10)
-    first = cached_pga(layers, {"id": "restart"}, basis, {"id": "w"}, settings, [0, 1], cache=ResultCache(tmp_path))
-    monkeypatch.setattr(pipeline, "_pcas_ready", set())
-    engine._pcas.clear()
+    first = cached_pga(layers, {"id": "restart"}, basis, {"id": "w"}, settings, [0, 1], cache=ResultCache(tmp_path),
+                       memory=EngineMemory())
     fits = []
     monkeypatch.setattr(engine, "fit_pca", lambda x: fits.append(len(x)) or fit_pca(x))
     other = PGASettings(ks=(4,), ccrs=(2,), n_null=5, n_bootstrap=10)  # a new k: computed, on stored PCAs
-    again = cached_pga(layers, {"id": "restart"}, basis, {"id": "w"}, other, [0, 1], cache=ResultCache(tmp_path))
+    again = cached_pga(layers, {"id": "restart"}, basis, {"id": "w"}, other, [0, 1], cache=ResultCache(tmp_path),
+                       memory=EngineMemory())
     assert fits == [] and [r.pc1_angle_deg for r in again] != [] and [r.rankme for r in again] == [
         r.rankme for r in first]
-    monkeypatch.setattr(pipeline, "_pcas_ready", set())
-    engine._pcas.clear()
-    changed = layers * 2.0  # a spec reused for other states: the stored PCAs are not theirs, so they are fitted
-    pipeline.ready_pcas(changed, {"id": "restart"}, other, cache=ResultCache(tmp_path))
+    changed, memory = layers * 2.0, EngineMemory()  # a spec reused for other states: not theirs, so fitted
+    pipeline.ready_pcas(changed, {"id": "restart"}, other, cache=ResultCache(tmp_path), memory=memory)
     assert len(fits) == 2
-    remembered = pga_sweep(changed, basis, other)
-    engine._pcas.clear()
-    assert [r.rankme for r in remembered] == [r.rankme for r in pga_sweep(changed, basis, other)]  # theirs, refitted
+    remembered = pga_sweep(changed, basis, other, memory=memory)
+    assert [r.rankme for r in remembered] == [r.rankme for r in pga_sweep(changed, basis, other,
+                                                                           memory=EngineMemory())]  # refitted

@@ -30,11 +30,8 @@ new k or CCR depth on states seen before skips the PCA.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 
@@ -49,6 +46,7 @@ from analysis.geometry.spectral import spectral_metrics
 from analysis.models.devices import pick_device
 from analysis.progress import Progress, report
 from analysis.storage.codec import storable
+from analysis.storage.memory import EngineMemory, default_memory
 
 MEMORY_BUDGET_BYTES = 512 * 2**20
 BATCHED_FROM_K = 128  # the projection's faster form on 2 cores: one wide matmul below, a batched one from here
@@ -191,22 +189,23 @@ def validate_states(states: np.ndarray, d: int | None = None, layers: list[int] 
     return states
 
 
-@functools.lru_cache(maxsize=2)
 def null_bases(d: int, k: int, n_null: int, seed: int) -> np.ndarray:
     """``[R, d, k]`` orthonormal bases uniform on the Grassmannian, seeded by ``(seed, k)``; the first R
-    of a larger R are the same draws. Memoised (a sweep asks for them once per layer): do not modify."""
+    of a larger R are the same draws."""
     gaussian = np.random.default_rng([seed, k]).standard_normal((n_null, d, k))
     q, _ = torch.linalg.qr(torch.from_numpy(gaussian))  # LAPACK's Householder QR, as numpy's, on every core
     return q.numpy()
 
 
-@functools.lru_cache(maxsize=4)
-def _candidates(readout: bytes, d: int, k: int, n_null: int, seed: int, dtype: torch.dtype,
+def _candidates(memory: EngineMemory, readout: np.ndarray, n_null: int, seed: int, dtype: torch.dtype,
                 device: torch.device) -> torch.Tensor:
-    """``[1 + R, d, k]``: V_k (``readout``: its float64 bytes) then the R null bases, as ``dtype`` on ``device``;
-    memoised, since the dashboard asks for one layer at a time."""
-    top = np.frombuffer(readout, dtype=np.float64).reshape(1, d, k)
-    return torch.as_tensor(np.concatenate([top, null_bases(d, k, n_null, seed)]), dtype=dtype, device=device)
+    """``[1 + R, d, k]``: V_k (``readout`` ``[d, k]``) then the R null bases, as ``dtype`` on ``device``;
+    remembered in ``memory``, since the dashboard asks for one layer at a time."""
+    d, k = readout.shape
+    key = (hashlib.blake2b(np.ascontiguousarray(readout).tobytes(), digest_size=16).digest(), n_null, seed,
+           str(dtype), str(device))
+    return memory.remember("candidate bases", key, lambda: torch.as_tensor(
+        np.concatenate([readout[None], null_bases(d, k, n_null, seed)]), dtype=dtype, device=device))
 
 
 @dataclass(frozen=True)
@@ -279,14 +278,7 @@ def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, design: PairDes
     return torch.cat(rhos).cpu().numpy()
 
 
-PCA_MEMORY_BYTES = 64 * 2**20
 PCA_KEPT = 32  # components kept per layer: CCR depths and PC angles up to this need no new PCA
-_pcas: OrderedDict[tuple, PCA] = OrderedDict()
-_pcas_lock = threading.Lock()
-
-
-def _pca_bytes(pca: PCA) -> int:
-    return sum(t.element_size() * t.nelement() for t in (pca.mean, pca.components, pca.variances))
 
 
 def _pca_key(states: torch.Tensor) -> tuple:
@@ -294,27 +286,17 @@ def _pca_key(states: torch.Tensor) -> tuple:
             str(states.dtype), str(states.device))
 
 
-def _evict() -> None:
-    """Least recently used first out, to ``PCA_MEMORY_BYTES`` (call with ``_pcas_lock`` held)."""
-    while sum(_pca_bytes(p) for p in _pcas.values()) > PCA_MEMORY_BYTES and len(_pcas) > 1:
-        _pcas.popitem(last=False)
-
-
-def layer_pca(states: torch.Tensor, needed: int) -> PCA:
-    """``fit_pca(states)`` with at least ``needed`` components, remembered (the top ``max(needed, 32)``
-    components, every variance) by the states' bytes and device, least recently used first out."""
+def layer_pca(states: torch.Tensor, needed: int, memory: EngineMemory | None = None) -> PCA:
+    """``fit_pca(states)`` with at least ``needed`` components, remembered in ``memory`` (the top
+    ``max(needed, 32)`` components, every variance) by the states' bytes and device."""
+    memory = memory or default_memory()
     key = _pca_key(states)
-    with _pcas_lock:
-        pca = _pcas.get(key)
-        if pca is not None and pca.components.shape[1] >= min(needed, pca.variances.numel()):
-            _pcas.move_to_end(key)
-            return pca
+    pca = memory.get("pca", key)
+    if pca is not None and pca.components.shape[1] >= min(needed, pca.variances.numel()):
+        return pca
     full = fit_pca(states)
-    kept = PCA(full.mean, full.components[:, :max(needed, PCA_KEPT)].contiguous(), full.variances)
-    with _pcas_lock:
-        _pcas[key] = kept
-        _evict()
-    return kept
+    return memory.put("pca", key, PCA(full.mean, full.components[:, :max(needed, PCA_KEPT)].contiguous(),
+                                      full.variances))
 
 
 @storable
@@ -330,27 +312,26 @@ class FittedPCA:
     variances: np.ndarray
 
 
-def fit_layer_pca(states: np.ndarray, layer: int, settings: PGASettings, device: str = "auto") -> FittedPCA:
+def fit_layer_pca(states: np.ndarray, layer: int, settings: PGASettings, device: str = "auto",
+                  memory: EngineMemory | None = None) -> FittedPCA:
     """Layer ``layer``'s PCA of ``states`` ``[L, N, d]`` (the rows :func:`pga_sweep` fits on), remembered in
-    memory as the sweep would (so the next sweep or preview of these states starts warm: the PCA is ~40 % of
-    a preview's time), as arrays to store."""
+    ``memory`` as the sweep would (so the next sweep or preview of these states starts warm: the PCA is ~40 %
+    of a preview's time), as arrays to store."""
     rows = _fit_rows(states, layer, settings, device)
-    pca = layer_pca(rows, max(PCA_KEPT, settings.n_pcs, *settings.ccrs))
+    pca = layer_pca(rows, max(PCA_KEPT, settings.n_pcs, *settings.ccrs), memory)
     return FittedPCA(_pca_key(rows)[0].hex(), *(t.cpu().numpy() for t in (pca.mean, pca.components, pca.variances)))
 
 
 def remember_fitted(states: np.ndarray, layer: int, settings: PGASettings, fitted: FittedPCA,
-                    device: str = "auto") -> bool:
-    """Put a stored PCA (:func:`fit_layer_pca` of these states, layer and settings) into ``layer_pca``'s memory;
-    False, and nothing remembered, when the rows are not the ones it was fitted on."""
+                    device: str = "auto", memory: EngineMemory | None = None) -> bool:
+    """Put a stored PCA (:func:`fit_layer_pca` of these states, layer and settings) into ``memory`` as
+    :func:`layer_pca` would; False, and nothing remembered, when the rows are not the ones it was fitted on."""
     rows = _fit_rows(states, layer, settings, device)
     key = _pca_key(rows)
     if key[0].hex() != fitted.digest:
         return False
-    with _pcas_lock:
-        _pcas[key] = PCA(*(torch.as_tensor(a, device=rows.device) for a in
-                           (fitted.mean, fitted.components, fitted.variances)))
-        _evict()
+    (memory or default_memory()).put("pca", key, PCA(*(torch.as_tensor(a, device=rows.device) for a in
+                                                        (fitted.mean, fitted.components, fitted.variances))))
     return True
 
 
@@ -391,14 +372,16 @@ def _split(n: int, how: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
               layers: list[int] | None = None, device: str = "auto",
-              progress: Progress | None = None, pause: Callable[[], None] | None = None) -> list[LayerPGA]:
+              progress: Progress | None = None, pause: Callable[[], None] | None = None,
+              memory: EngineMemory | None = None) -> list[LayerPGA]:
     """PGA for every layer in ``layers`` x k in ``settings.ks`` x CCR depth in ``settings.ccrs``.
 
     ``states`` is ``[L, N, d]`` (or ``[N, d]``). Reused across the sweep: each layer's PCA (for all
     CCR depths), each (layer, CCR) full-space ranks (for all k), each k's null bases (for all layers).
     ``pause``: called between layers and every few subspaces, where the caller may let more urgent work run
-    first (the dashboard's gate hands the cores to a visitor's preview there). Returns one :class:`LayerPGA` per
-    (layer, k, ccr), layer-major.
+    first (the dashboard's admission policy hands the cores to a visitor's preview there). ``memory``: where PCAs
+    and candidate bases are remembered (default: the process's). Returns one :class:`LayerPGA` per (layer, k, ccr),
+    layer-major.
     """
     layers = None if layers is None else [int(i) for i in layers]
     states = validate_states(states, basis.d, layers)
@@ -415,8 +398,9 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     torch_device = pick_device(device)
     design = sample_pairs(n, settings.max_pairs, settings.seed, settings.pair_blocks)
     projection = torch.bfloat16 if settings.projection == "bfloat16" else torch.float32
-    candidates = {k: _candidates(np.ascontiguousarray(basis.top(k)).tobytes(), d, k, settings.n_null, settings.seed,
-                                 projection, torch_device) for k in settings.ks}
+    memory = memory or default_memory()
+    candidates = {k: _candidates(memory, basis.top(k), settings.n_null, settings.seed, projection, torch_device)
+                  for k in settings.ks}
     readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
     for number, layer in enumerate(layers):
@@ -425,7 +409,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         layer = layer % n_layers
         x = torch.as_tensor(states[layer], device=torch_device)
         try:
-            pca = layer_pca(x[fit_rows], max(settings.n_pcs, *settings.ccrs))
+            pca = layer_pca(x[fit_rows], max(settings.n_pcs, *settings.ccrs), memory)
         except torch.OutOfMemoryError:
             raise InputError(f"Out of memory at layer {layer}: lower N or use the CPU.") from None
         centred_cov_trace = float(pca.variances.sum())

@@ -78,6 +78,7 @@ from analysis.runs.settings import (
     preview_settings,
 )
 from analysis.storage.cache import Entry, ResultCache, default_cache, library_versions
+from analysis.storage.memory import EngineMemory
 from analysis.storage.store import ResultStore
 
 TOKEN_MAP_VERSION = 1
@@ -113,13 +114,14 @@ def arrays_pga(states: np.ndarray, w_u: np.ndarray, settings, layers: list[int] 
 
 def warm_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: PGASettings | None = None,
              compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None, states: Entry | None = None,
-             slot: Callable[[], AbstractContextManager] = nullcontext) -> None:
-    """Every layer's PCA in memory (``ready_pcas``: from the disk cache, else fitted and stored), so that the
-    next :func:`model_pga` of these states, a preview above all, starts warm; arguments as :func:`model_pga`."""
+             slot: Callable[[], AbstractContextManager] = nullcontext, memory: EngineMemory | None = None) -> None:
+    """Every layer's PCA in the engine's memory (``ready_pcas``: from the disk cache, else fitted and stored), so
+    that the next :func:`model_pga` of these states, a preview above all, starts warm; arguments as
+    :func:`model_pga`."""
     settings = settings or pga_settings(loaded.anatomy.d_model, seed=sampling.seed)
     entry = states or model_hidden_states(loaded, corpus, sampling, compute, progress)
     ready_pcas(entry.value.states, entry.provenance["spec"], settings, None, compute.device, progress=progress,
-               slot=slot)
+               slot=slot, memory=memory)
 
 
 def model_triage(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,

@@ -11,8 +11,6 @@ settings. PGA results are cached per (layer, k, CCR depth): moving a slider comp
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
@@ -35,6 +33,7 @@ from analysis.results.collections import PGARun
 from analysis.runs.settings import Compute, pga_settings
 from analysis.storage.cache import Entry, ResultCache, default_cache, spec_key
 from analysis.storage.codec import storable
+from analysis.storage.memory import EngineMemory, default_memory
 from analysis.storage.shapes import OneOf
 
 DEFAULT_COMPUTE = Compute()
@@ -43,31 +42,18 @@ READOUT_VERSION = 2
 PGA_VERSION = 1
 
 
-READOUTS_REMEMBERED = 2  # models whose readout basis stays in memory (a few MB each)
-_readouts: OrderedDict[str, ReadoutBasis] = OrderedDict()
-_readouts_lock = threading.Lock()
-
-
-def model_readout(loaded: LoadedModel, cache: ResultCache | None = None) -> ReadoutBasis:
+def model_readout(loaded: LoadedModel, cache: ResultCache | None = None,
+                  memory: EngineMemory | None = None) -> ReadoutBasis:
     """The readout basis of the loaded model's W_U, cached by model identity and dtype (W_U is read
-    as loaded: a bfloat16 model's W_U is rounded), and kept in memory for the last two models (a page
-    asks for it once per layer of a preview)."""
+    as loaded: a bfloat16 model's W_U is rounded), and remembered in ``memory`` (a page asks for it once
+    per layer of a preview)."""
     cache = cache or default_cache()
     spec = {"model": loaded.spec}
     key = f"{cache.directory}|{spec_key('readout', READOUT_VERSION, spec)}"
-    with _readouts_lock:
-        if key in _readouts:
-            _readouts.move_to_end(key)
-            return _readouts[key]
-    basis = cache.get_or_compute(
+    return (memory or default_memory()).remember("readout", key, lambda: cache.get_or_compute(
         "readout", READOUT_VERSION, spec,
         lambda: readout_basis(arch.unembedding(loaded.model).detach(), device=loaded.device), ReadoutBasis,
-    ).value
-    with _readouts_lock:
-        _readouts[key] = basis
-        while len(_readouts) > READOUTS_REMEMBERED:
-            _readouts.popitem(last=False)
-    return basis
+    ).value)
 
 
 def stored_readout(model: dict, cache: ResultCache) -> ReadoutBasis | None:
@@ -76,65 +62,52 @@ def stored_readout(model: dict, cache: ResultCache) -> ReadoutBasis | None:
     return None if hit is None else hit.value
 
 
-PREVIEWS_REMEMBERED = 4096  # layers' previews kept in memory (1-2 KB each): both sliders' settings, 30+ layers
-_previews: OrderedDict[str, LayerPGA] = OrderedDict()
-_previews_lock = threading.Lock()
-
-
 def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: ReadoutBasis, settings: PGASettings,
              layers: list[int], device: str, progress: Progress | None,
-             slot: Callable[[], AbstractContextManager]) -> list[LayerPGA]:
+             slot: Callable[[], AbstractContextManager], memory: EngineMemory) -> list[LayerPGA]:
     """A preview of ``layers``, in :func:`cached_pga`'s order: the layers remembered in memory (a background
     fill previews the next moves) and every other layer at once inside one ``slot``. Remembered, never
     stored on disk: the exact run replaces it."""
     keys = {(layer, k, c): spec_key("pga-preview", PGA_VERSION, spec(layer, k, c))
             for layer in layers for k in settings.ks for c in settings.ccrs}
-    with _previews_lock:
-        found = {w: _previews[key] for w, key in keys.items() if key in _previews}
+    remembered = {w: memory.get("preview", key) for w, key in keys.items()}
+    found = {w: result for w, result in remembered.items() if result is not None}
     missing = sorted({layer for layer, k, c in keys if (layer, k, c) not in found})
     if missing:
         report(progress, "Preview", 0, 1)
         with slot() as pause:
             found.update({(r.layer, r.k, r.ccr): r for r in pga_sweep(states, basis, settings, missing, device,
-                                                                        pause=pause)})
+                                                                        pause=pause, memory=memory)})
         report(progress, "Preview", 1, 1)
-    with _previews_lock:
-        for w, key in keys.items():
-            _previews[key] = found[w]
-            _previews.move_to_end(key)
-        while len(_previews) > PREVIEWS_REMEMBERED:
-            _previews.popitem(last=False)
+    for w, key in keys.items():
+        memory.put("preview", key, found[w])
     return [found[w] for w in keys]
 
 
 PCA_VERSION = 1
-_pcas_ready: set[str] = set()  # (states, layer)s whose stored PCA this process has put in the engine's memory
-_pcas_ready_lock = threading.Lock()
 
 
 def ready_pcas(states: np.ndarray, states_spec: dict, settings: PGASettings, layers: list[int] | None = None,
                device: str = "auto", cache: ResultCache | None = None, progress: Progress | None = None,
-               slot: Callable[[], AbstractContextManager] = nullcontext) -> None:
-    """Each layer's PCA of ``states`` (all layers by default) in the PGA engine's memory, once per process:
-    read from the disk cache (a restarted app previews at once), else fitted inside ``slot`` and stored.
-    No cache lock is held meanwhile: two processes may fit the same PCA, never wait for each other."""
-    cache = cache or default_cache()
+               slot: Callable[[], AbstractContextManager] = nullcontext, memory: EngineMemory | None = None) -> None:
+    """Each layer's PCA of ``states`` (all layers by default) in the engine's ``memory``: read from the disk
+    cache (a restarted app previews at once), else fitted inside ``slot`` and stored. No cache lock is held
+    meanwhile: two processes may fit the same PCA, never wait for each other."""
+    cache, memory = cache or default_cache(), memory or default_memory()
     layers = list(range(len(states))) if layers is None else [layer % len(states) for layer in layers]
     for done, layer in enumerate(layers):
         report(progress, "Preparing layers", done, len(layers))
         spec = {"states": states_spec, "layer": layer, "ccr_fit": settings.ccr_fit, "kept": PCA_KEPT,
                 "seed": settings.seed if settings.ccr_fit == "half" else None}
         key = spec_key("layer-pca", PCA_VERSION, spec)
-        with _pcas_ready_lock:
-            if key in _pcas_ready:
-                continue
+        if memory.get("pca ready", key):
+            continue
         hit = cache.get("layer-pca", PCA_VERSION, spec, FittedPCA)
-        if hit is None or not remember_fitted(states, layer, settings, hit.value, device):
+        if hit is None or not remember_fitted(states, layer, settings, hit.value, device, memory):
             with slot():
-                fitted = fit_layer_pca(states, layer, settings, device)
+                fitted = fit_layer_pca(states, layer, settings, device, memory)
             cache.put("layer-pca", PCA_VERSION, spec, fitted)
-        with _pcas_ready_lock:
-            _pcas_ready.add(key)
+        memory.put("pca ready", key, True)
     report(progress, "Preparing layers", len(layers), len(layers))
 
 
@@ -156,7 +129,8 @@ def _stored_pga(cache: ResultCache, spec: Callable[[int, int, int], dict], layer
 def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
                settings: PGASettings, layers: list[int], device: str = "auto",
                progress: Progress | None = None, cache: ResultCache | None = None, stored_only: bool = False,
-               slot: Callable[[], AbstractContextManager] = nullcontext) -> list[LayerPGA] | None:
+               slot: Callable[[], AbstractContextManager] = nullcontext,
+               memory: EngineMemory | None = None) -> list[LayerPGA] | None:
     """PGA for ``layers`` x ``settings.ks`` x ``settings.ccrs``, each (layer, k, ccr) cached on its own.
 
     ``stored_only``: return None instead of computing when anything is missing. ``slot``: a context
@@ -164,8 +138,8 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     not None, is the ``pause`` handed to :func:`pga_sweep`. A layer's results are stored as soon as it is
     done, so work that is stopped keeps every finished layer.
     Preview settings (``settings.preview``): see :func:`_preview` (a second or two; remembered in memory, never
-    stored on disk)."""
-    cache = cache or default_cache()
+    stored on disk). ``memory``: the engine's (PCAs, bases, previews; default: the process's)."""
+    cache, memory = cache or default_cache(), memory or default_memory()
     array = states.states if isinstance(states, HiddenStates) else states
     for layer in layers:
         require(-len(array) <= layer < len(array),
@@ -179,8 +153,8 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     if settings.preview:
         if stored_only:
             return None
-        ready_pcas(array, states_spec, settings, layers, device, cache, slot=slot)
-        return _preview(array, spec, basis, settings, layers, device, progress, slot)
+        ready_pcas(array, states_spec, settings, layers, device, cache, slot=slot, memory=memory)
+        return _preview(array, spec, basis, settings, layers, device, progress, slot, memory)
 
     found: dict[tuple, LayerPGA] = {}
     computed = False
@@ -190,11 +164,11 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
             return None
         if missing_k:
             report(progress, "PGA by layer", number, len(layers))  # counts layers, not each layer's inner steps
-            ready_pcas(array, states_spec, settings, [layer], device, cache, slot=slot)
+            ready_pcas(array, states_spec, settings, [layer], device, cache, slot=slot, memory=memory)
             computed = True
             fresh = replace(settings, ks=tuple(sorted(missing_k)), ccrs=tuple(sorted(missing_c)))
             with slot() as pause:
-                results = pga_sweep(array, basis, fresh, [layer], device, pause=pause)
+                results = pga_sweep(array, basis, fresh, [layer], device, pause=pause, memory=memory)
             for result in results:
                 cache.put("pga", PGA_VERSION, spec(result.layer, result.k, result.ccr), result)
                 found[result.layer, result.k, result.ccr] = result
@@ -287,18 +261,19 @@ def model_hidden_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling,
 def model_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: PGASettings | None = None,
               layers: list[int] | None = None, compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
               cache: ResultCache | None = None, states: Entry | None = None, stored_only: bool = False,
-              slot: Callable[[], AbstractContextManager] = nullcontext) -> PGARun | None:
+              slot: Callable[[], AbstractContextManager] = nullcontext,
+              memory: EngineMemory | None = None) -> PGARun | None:
     """Subspace PGA of every chosen layer (all by default) at every (k, CCR) of ``settings`` (default:
     ``pga_settings(d)`` with the sampling's seed); each (layer, k, CCR) cached on its own. ``states``:
-    the hidden-states entry when the caller already holds it; ``stored_only``, ``slot``: see
+    the hidden-states entry when the caller already holds it; ``stored_only``, ``slot``, ``memory``: see
     :func:`cached_pga` (None when ``stored_only`` and anything is missing)."""
     cache = cache or default_cache()
     settings = settings or pga_settings(loaded.anatomy.d_model, seed=sampling.seed)
     entry = states or model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
     hidden = entry.value
     layers = list(range(hidden.n_layers)) if layers is None else list(layers)
-    results = cached_pga(hidden, entry.provenance["spec"], model_readout(loaded, cache), loaded.spec, settings,
-                         layers, compute.device, progress, cache, stored_only, slot)
+    results = cached_pga(hidden, entry.provenance["spec"], model_readout(loaded, cache, memory), loaded.spec,
+                         settings, layers, compute.device, progress, cache, stored_only, slot, memory)
     if results is None:
         return None
     return PGARun(tuple(results), settings, loaded.ref.label, loaded.ref.identity, loaded.spec["dtype"],

@@ -8,13 +8,13 @@ every caption or export states the settings a result was computed with (carried 
 | model | ``smollm2-135m`` (built in, offline) | every analysis of a model |
 | N token positions | 512 (``Sampling``) | PGA, token map, checkpoint series |
 | k | ``default_k(d) = min(100, d // 4)``; the slider's grid ``k_grid(d)`` | PGA, convergence, token map, series |
-| CCR depth | 1 | PGA, token map, series |
+| CCR depth | 1 (``DEFAULT_CCR``), slider 0-10 (``DEEPEST_CCR``) | PGA, token map, series |
 | R null subspaces | 100 (PGA), 20 (convergence) | z and its band |
 | triage's deeper CCR | 5 | the triage verdict |
 | the report's CCR depths | 1, 5, 10 | the triage report |
 | histogram bins | 300 | the cosine histogram |
 | sensitivity delta | 0.005 | capacity at eps +- delta |
-| preview | ``preview_settings``: pairs in blocks of 128 tokens, 30 null draws, 16-bit ranks, bf16; ``preview=True`` | drawn first, never stored |
+| preview | ``preview_settings`` (``preview=True``): 128-token pair blocks, 30 nulls, 16-bit ranks | never stored |
 | token map preview | the top two principal components after CCR | the plane drawn while UMAP runs |
 """
 

@@ -1,0 +1,91 @@
+"""The engine's memory: what computations keep in RAM between calls, in one object.
+
+Layers' PCAs, null and candidate bases, readout bases and previews live here under one size limit in
+bytes (``RG_ENGINE_MEMORY_MB``, default 512) with one eviction rule: least recently used first out.
+It is passed in as the disk cache is (``memory=``, default :func:`default_memory`, the process's), so a
+test makes its own and clears nothing private.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import TypeVar
+
+import numpy as np
+import torch
+
+T = TypeVar("T")
+DEFAULT_LIMIT_MB = 512
+
+
+def size_of(value) -> int:
+    """Bytes a remembered value holds: arrays and tensors by their data, containers and dataclasses by their parts."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, torch.Tensor):
+        return value.element_size() * value.nelement()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(size_of(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if isinstance(value, (tuple, list)):
+        return sum(size_of(item) for item in value)
+    if isinstance(value, dict):
+        return sum(size_of(item) for item in value.values())
+    if isinstance(value, (bytes, str)):
+        return len(value)
+    return 64
+
+
+class EngineMemory:
+    """Values by (kind, key), at most ``limit_bytes`` in all (the most recent one is kept even when larger)."""
+
+    def __init__(self, limit_bytes: int = DEFAULT_LIMIT_MB * 2**20) -> None:
+        self.limit_bytes = limit_bytes
+        self.items: OrderedDict[tuple[str, Hashable], tuple[object, int]] = OrderedDict()
+        self.used = 0
+        self.lock = threading.Lock()
+
+    def get(self, kind: str, key: Hashable):
+        """The value remembered under (kind, key), now the most recently used; None when there is none."""
+        with self.lock:
+            found = self.items.get((kind, key))
+            if found is None:
+                return None
+            self.items.move_to_end((kind, key))
+            return found[0]
+
+    def put(self, kind: str, key: Hashable, value: T) -> T:
+        """Remember ``value``; the least recently used values go until the rest fits the limit."""
+        size = size_of(value)
+        with self.lock:
+            old = self.items.pop((kind, key), None)
+            self.used += size - (old[1] if old else 0)
+            self.items[(kind, key)] = (value, size)
+            while self.used > self.limit_bytes and len(self.items) > 1:
+                _, (_, freed) = self.items.popitem(last=False)
+                self.used -= freed
+        return value
+
+    def remember(self, kind: str, key: Hashable, make: Callable[[], T]) -> T:
+        """The value under (kind, key), made (outside the lock) and remembered when missing."""
+        found = self.get(kind, key)
+        return found if found is not None else self.put(kind, key, make())
+
+    def count(self, kind: str) -> int:
+        with self.lock:
+            return sum(1 for k, _ in self.items if k == kind)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.items.clear()
+            self.used = 0
+
+
+@functools.cache
+def default_memory() -> EngineMemory:
+    """The process's engine memory (``RG_ENGINE_MEMORY_MB``, read once)."""
+    return EngineMemory(int(os.environ.get("RG_ENGINE_MEMORY_MB") or DEFAULT_LIMIT_MB) * 2**20)
