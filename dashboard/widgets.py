@@ -32,13 +32,16 @@ def sweep_source() -> list[CheckpointSeries] | None:
 
 
 def k_slider(d: int, where=st) -> int:
-    """k on the grid ``k_grid(d)``, from the URL's ``k`` (snapped to the grid, said when it moved)."""
+    """k on the grid ``k_grid(d)``, from the URL's ``k`` (snapped to the grid, said while it stays there)."""
     grid, asked = k_grid(d), url_int("k", default_k(d))
     k = where.select_slider("k (readout dimensions)", grid, value=snap_k(asked, grid), key="k",
                             help=f"Powers of two up to d / 2 = {d // 2} and the default {default_k(d)}; never d "
                                  "(at k = d every subspace keeps every distance and z is rounding noise).")
-    if asked not in grid:
-        where.caption(f"k = {asked} from the link is not on the slider's grid; showing k = {snap_k(asked, grid)}.")
+    if asked not in grid:  # said while the slider stays there, through the page's own reruns
+        st.session_state["k from the link"] = (asked, snap_k(asked, grid))
+    linked = st.session_state.get("k from the link")
+    if linked and linked[1] == k:
+        where.caption(f"k = {linked[0]} from the link is not on the slider's grid; showing k = {k}.")
     remember(k=k)
     return k
 

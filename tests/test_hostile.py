@@ -136,7 +136,7 @@ def npz_with_header(header: str) -> bytes:
     pack(npz_with_header("[1, 2]"), {"spec": {}}),  # a list where a MatrixGeometry was written
     pack(npz_with_header('"a string"'), {"spec": {}}),
     pack(npz_with_header("[" * 5000 + "]" * 5000), {"spec": {}}),  # nested thousands deep
-    pack(npz_with_header('{"__class__": "analysis.runs.pipeline.MatrixGeometry", "fields": {"which": 3}}'), {}),
+    pack(npz_with_header('{"__class__": "analysis.capacity.epsilon.MatrixGeometry", "fields": {"which": 3}}'), {}),
     b"[1, 2]\n" + npz_with_header("1"),  # the record's own header a list
     b'"x"\n' + npz_with_header("1"),
     b"[" * 5000 + b"\n" + npz_with_header("1"),

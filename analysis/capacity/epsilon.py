@@ -182,3 +182,16 @@ def paired_cosines(first: np.ndarray | torch.Tensor, second: np.ndarray | torch.
     norms = a.norm(dim=1) * b.norm(dim=1)
     keep = norms > 0
     return ((a[keep] * b[keep]).sum(1) / norms[keep]).numpy()
+
+
+@storable
+@dataclass(frozen=True)
+class MatrixGeometry:
+    """Cosine statistics and histogram of one stored matrix (W_E or W_U) of a model, and where it was read."""
+
+    which: str
+    stats: CosineStats
+    histogram: Histogram
+    tied_embeddings: bool
+    model_type: str
+    tensor_name: str

@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.capacity import atlas
-from analysis.capacity.epsilon import Histogram
+from analysis.capacity.epsilon import CosineStats, Histogram, MatrixGeometry
 from analysis.capacity.formulas import FORMULAS, CapacityReport, capacity_curves, epsilon_curves
 from analysis.capacity.packing import PackingCell
 from analysis.errors import require
@@ -415,7 +415,7 @@ class CapacityRun:
 
     model: str
     identity: str
-    geometry: object  # analysis.runs.pipeline.MatrixGeometry
+    geometry: MatrixGeometry
     report: CapacityReport
 
     def table(self) -> pd.DataFrame:
@@ -460,7 +460,7 @@ class TriageRun:
     card: dict
     pga: PGARun
     deeper: PGARun | None
-    stats: object  # analysis.capacity.epsilon.CosineStats of the embedding
+    stats: CosineStats  # of the embedding
     verdict: Verdict
 
     def table(self) -> pd.DataFrame:

@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
+from analysis.activations.hidden import hidden_states
 from analysis.capacity.atlas import Measured, find_published, published_models
 from analysis.capacity.formulas import CapacityReport, capacity_report
 from analysis.data.corpus import Corpus, Sampling, text_chunks
@@ -52,11 +53,10 @@ from analysis.results.collections import (
 )
 from analysis.results.report import ModelReport
 from analysis.runs.pipeline import (
+    cached_pga,
     embedding_unembedding_cosines,
     matrix_geometry,
     matrix_stats,
-    model_hidden_states,
-    model_pga,
     model_pooled,
     model_readout,
     ready_pcas,
@@ -101,6 +101,34 @@ def open_model(choice: ModelChoice, compute: Compute = DEFAULT_COMPUTE,
 def model_card(choice: ModelChoice) -> dict:
     """The card from the configuration alone (see ``analysis.models.card.describe``)."""
     return describe(resolve_choice(choice, weights=False), choice.trust_remote_code)
+
+
+def model_hidden_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,
+                        progress: Progress | None = None, cache: ResultCache | None = None) -> Entry:
+    """Hidden states ``[n_layers + 1, N, d]`` of the sampled positions, cached (``Entry.value``)."""
+    return hidden_states(loaded, corpus, sampling, compute.batch_size, progress, cache or default_cache())
+
+
+def model_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: PGASettings | None = None,
+              layers: list[int] | None = None, compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
+              cache: ResultCache | None = None, states: Entry | None = None, stored_only: bool = False,
+              slot: Callable[[], AbstractContextManager] = nullcontext,
+              memory: EngineMemory | None = None) -> PGARun | None:
+    """Subspace PGA of every chosen layer (all by default) at every (k, CCR) of ``settings`` (default:
+    ``pga_settings(d)`` with the sampling's seed); each (layer, k, CCR) cached on its own. ``states``:
+    the hidden-states entry when the caller already holds it; ``stored_only``, ``slot``, ``memory``: see
+    :func:`cached_pga` (None when ``stored_only`` and anything is missing)."""
+    cache = cache or default_cache()
+    settings = settings or pga_settings(loaded.anatomy.d_model, seed=sampling.seed)
+    entry = states or model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
+    hidden = entry.value
+    layers = list(range(hidden.n_layers)) if layers is None else list(layers)
+    results = cached_pga(hidden, entry.provenance["spec"], model_readout(loaded, cache, memory), loaded.spec,
+                         settings, layers, compute.device, progress, cache, stored_only, slot, memory)
+    if results is None:
+        return None
+    return PGARun(tuple(results), settings, loaded.ref.label, loaded.ref.identity, loaded.spec["dtype"],
+                  entry.provenance, preview=settings.preview)
 
 
 def arrays_pga(states: np.ndarray, w_u: np.ndarray, settings, layers: list[int] | None = None,

@@ -13,14 +13,20 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
-from analysis.activations.hidden import HiddenStates, hidden_states
+from analysis.activations.hidden import HiddenStates
 from analysis.activations.pooling import pooled_states
-from analysis.capacity.epsilon import CosineStats, Histogram, cosine_histogram, cosine_stats, paired_cosines
-from analysis.data.corpus import Corpus, Sampling
+from analysis.capacity.epsilon import (
+    CosineStats,
+    Histogram,
+    MatrixGeometry,
+    cosine_histogram,
+    cosine_stats,
+    paired_cosines,
+)
 from analysis.errors import require
 from analysis.geometry.pga import PCA_KEPT, FittedPCA, LayerPGA, PGASettings, fit_layer_pca, pga_sweep, remember_fitted
 from analysis.geometry.readout import ReadoutBasis, readout_basis
@@ -29,14 +35,9 @@ from analysis.models.loading import LoadedModel
 from analysis.models.refs import ModelRef
 from analysis.models.weights import read_matrix
 from analysis.progress import Progress, report
-from analysis.results.collections import PGARun
-from analysis.runs.settings import Compute, pga_settings
-from analysis.storage.cache import Entry, ResultCache, default_cache, spec_key
-from analysis.storage.codec import storable
+from analysis.storage.cache import ResultCache, default_cache, spec_key
 from analysis.storage.memory import EngineMemory, default_memory
 from analysis.storage.shapes import OneOf
-
-DEFAULT_COMPUTE = Compute()
 
 READOUT_VERSION = 2
 PGA_VERSION = 1
@@ -177,20 +178,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     return [found[layer, k, c] for layer in layers for k in settings.ks for c in settings.ccrs]
 
 
-GEOMETRY_VERSION = 1
-
-
-@storable
-@dataclass(frozen=True)
-class MatrixGeometry:
-    """Cosine statistics and histogram of one stored matrix (W_E or W_U) of a model."""
-
-    which: str
-    stats: CosineStats
-    histogram: Histogram
-    tied_embeddings: bool
-    model_type: str
-    tensor_name: str
+GEOMETRY_VERSION = 2  # 2: MatrixGeometry lives in analysis.capacity.epsilon
 
 
 def matrix_geometry(ref: ModelRef, which: str = "embedding", bins: int = 300, sample_pairs: int | None = None,
@@ -250,31 +238,3 @@ def model_pooled(loaded: LoadedModel, texts: list[str], max_tokens: int = 64, pr
     spec = {"model": loaded.spec, "texts": digest, "n_texts": len(texts), "max_tokens": max_tokens}
     return cache.get_or_compute("pooled", POOLED_VERSION, spec,
                                 lambda: pooled_states(loaded, texts, max_tokens, progress=progress), np.ndarray).value
-
-
-def model_hidden_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,
-                        progress: Progress | None = None, cache: ResultCache | None = None) -> Entry:
-    """Hidden states ``[n_layers + 1, N, d]`` of the sampled positions, cached (``Entry.value``)."""
-    return hidden_states(loaded, corpus, sampling, compute.batch_size, progress, cache or default_cache())
-
-
-def model_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: PGASettings | None = None,
-              layers: list[int] | None = None, compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
-              cache: ResultCache | None = None, states: Entry | None = None, stored_only: bool = False,
-              slot: Callable[[], AbstractContextManager] = nullcontext,
-              memory: EngineMemory | None = None) -> PGARun | None:
-    """Subspace PGA of every chosen layer (all by default) at every (k, CCR) of ``settings`` (default:
-    ``pga_settings(d)`` with the sampling's seed); each (layer, k, CCR) cached on its own. ``states``:
-    the hidden-states entry when the caller already holds it; ``stored_only``, ``slot``, ``memory``: see
-    :func:`cached_pga` (None when ``stored_only`` and anything is missing)."""
-    cache = cache or default_cache()
-    settings = settings or pga_settings(loaded.anatomy.d_model, seed=sampling.seed)
-    entry = states or model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
-    hidden = entry.value
-    layers = list(range(hidden.n_layers)) if layers is None else list(layers)
-    results = cached_pga(hidden, entry.provenance["spec"], model_readout(loaded, cache, memory), loaded.spec,
-                         settings, layers, compute.device, progress, cache, stored_only, slot, memory)
-    if results is None:
-        return None
-    return PGARun(tuple(results), settings, loaded.ref.label, loaded.ref.identity, loaded.spec["dtype"],
-                  entry.provenance, preview=settings.preview)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import torch
 
-from analysis.activations.hidden import stored_hidden_states, token_sample, tokenised_corpus
+from analysis.activations.hidden import hidden_states, stored_hidden_states, token_sample, tokenised_corpus
 from analysis.activations.loss import heldout_windows, mean_loss
 from analysis.data.corpus import Corpus, Sampling, bos_token
 from analysis.errors import InputError, require
@@ -25,7 +25,7 @@ from analysis.models.loading import LoadedModel, load
 from analysis.models.refs import ModelRef, hash_files, list_checkpoints, resolve, weight_files
 from analysis.progress import Progress, report
 from analysis.results.collections import CheckpointResult, CheckpointSeries, flag_duplicates
-from analysis.runs.pipeline import cached_pga, model_hidden_states, model_pga, stored_readout
+from analysis.runs.pipeline import cached_pga, model_readout, stored_readout
 from analysis.runs.settings import Compute
 from analysis.storage.cache import ResultCache, canonical_json, default_cache
 from analysis.storage.shapes import OneOf, record_shape
@@ -106,10 +106,11 @@ def measure_checkpoint(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, 
     timings = {}
     start = time.perf_counter()
     compute = Compute(str(loaded.device), dtype_name(loaded.dtype))
-    entry = model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
+    entry = hidden_states(loaded, corpus, sampling, compute.batch_size, progress, cache)
     timings["forward"] = time.perf_counter() - start
     start = time.perf_counter()
-    layers = model_pga(loaded, corpus, sampling, settings, None, compute, progress, cache, entry).results
+    layers = cached_pga(entry.value, entry.provenance["spec"], model_readout(loaded, cache), loaded.spec, settings,
+                        list(range(entry.value.n_layers)), compute.device, progress, cache)
     timings["metrics"] = time.perf_counter() - start
     start = time.perf_counter()
 
