@@ -31,4 +31,5 @@ except Exception as error:  # what no page turned into a message: one line for t
     logging.getLogger("readout_geometry").exception("Unexpected error, reference %s", reference)
     st.error(literal(f"Something went wrong ({type(error).__name__}). The details are in the server's log under "
                      f"reference {reference}."), icon=":material/error:")
-page_drawn()  # exact and background work of other tabs carry on once the browser has drawn this page
+finally:  # also when the page stopped early (st.stop): other work carries on once the browser has drawn it
+    page_drawn()

@@ -6,8 +6,9 @@ the capacity histogram. The rules:
 
 - **One at a time** in this server process: two tabs do not fight for two cores.
 - **By priority**, then in order of asking: ``PREVIEW`` (a chart a visitor waits for, a second or so),
-  then ``VISIBLE`` (what a page shows next: a load, a forward pass, an exact curve, a histogram), then
-  ``BACKGROUND`` (previews ahead and fill that nobody asked for yet; off in demo mode).
+  then ``PAGE`` (what a page computes while it is drawn: a load, a forward pass, a histogram, triage),
+  then ``NEXT`` (what a page shows when it is ready, computed outside its run: the exact curve, the
+  UMAP), then ``BACKGROUND`` (previews ahead and fill that nobody asked for yet; off in demo mode).
 - **Pause points.** A holder calls its ``pause`` between steps (the PGA engine every few subspaces,
   each forward batch, each progress report); there it steps aside while a more urgent request waits, then
   carries on where it was. A preview therefore waits for one step of other work at most: a few
@@ -16,8 +17,8 @@ the capacity histogram. The rules:
 - **Bounded memory.** A hold names the model it computes on; at most ``resident_models`` different
   models are in use at once (1 unless ``RG_RESIDENT_MODELS`` says otherwise). A request on another model
   waits until the work on the current one is over (the page says so), and its load then evicts it.
-- **Quiet while a page is drawn** (``quiet``): only previews run, so the page and the browser have the
-  cores.
+- **Quiet while a page is drawn** (``quiet``): only previews and pages' own work run, so the page and the
+  browser have the cores.
 
 Nested holds in one thread are one hold (a computation may call another).
 """
@@ -35,8 +36,9 @@ from enum import IntEnum
 
 class Priority(IntEnum):
     PREVIEW = 0
-    VISIBLE = 1
-    BACKGROUND = 2
+    PAGE = 1
+    NEXT = 2
+    BACKGROUND = 3
 
 
 @dataclass(order=True)
@@ -75,7 +77,7 @@ class Admission:
         return request.model is None or request.model in self.models or len(self.models) < self.resident_models
 
     def _quiet_left(self, priority: Priority) -> float:
-        return 0.0 if priority == Priority.PREVIEW else max(0.0, self.quiet_until - time.monotonic())
+        return 0.0 if priority <= Priority.PAGE else max(0.0, self.quiet_until - time.monotonic())
 
     def _next(self) -> Request | None:
         admissible = sorted(r for r in self.waiting if self._fits(r) and not self._quiet_left(r.priority))
@@ -147,7 +149,8 @@ class Admission:
             self._give_back(release_model=True)
 
     def quiet(self, seconds: float) -> None:
-        """Only previews run for the next ``seconds`` (from now: a later call shortens or extends it)."""
+        """Only previews and pages' own work run for the next ``seconds`` (from now: a later call shortens or
+        extends it)."""
         with self.condition:
             self.quiet_until = time.monotonic() + seconds
             self.condition.notify_all()

@@ -84,7 +84,7 @@ def card(ref: ModelRef) -> dict:
 
 class Bar:
     """A ``Progress`` callback that drives one Streamlit progress bar, naming the step. As a context manager it
-    holds the admission policy's slot (``VISIBLE``, on ``model``'s identity), saying why while it waits, and
+    holds the admission policy's slot (``PAGE``, on ``model``'s identity), saying why while it waits, and
     removes the bar on the way out, whatever happened. Each progress report is a pause point."""
 
     def __init__(self, label: str, model: LoadedModel | ModelRef | None = None):
@@ -117,9 +117,9 @@ class Bar:
 
     def __enter__(self) -> Bar:
         identity = self.model.identity if self.model is not None else None
-        if reason := policy().waits(Priority.VISIBLE, identity):
+        if reason := policy().waits(Priority.PAGE, identity):
             self.bar.progress(0.0, text=literal(f"Waiting: {reason} ..."))
-        self.pause = self.holding.enter_context(policy().hold(Priority.VISIBLE, self.label, identity))
+        self.pause = self.holding.enter_context(policy().hold(Priority.PAGE, self.label, identity))
         self.bar.progress(*self.shown)
         return self
 
@@ -254,7 +254,7 @@ def exact_task(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs:
         analyses.model_pga(loaded, text, view.sampling, settings, compute=view.compute, progress=progress,
                            states=held, slot=slot)
 
-    priority = Priority.VISIBLE if shows else Priority.BACKGROUND
+    priority = Priority.NEXT if shows else Priority.BACKGROUND
     return Task(f"k = {settings.ks[0]}, CCR-{', '.join(map(str, settings.ccrs))}", group, priority, run,
                 loaded.ref.identity, _scope(view, loaded), shows)
 
@@ -313,7 +313,7 @@ def report_download(view: ViewState, loaded: LoadedModel) -> Callable[[], str]:
 
     def generate() -> str:
         restrict_to(roots)
-        with admission.hold(Priority.VISIBLE, "the report", loaded.ref.identity):
+        with admission.hold(Priority.PAGE, "the report", loaded.ref.identity):
             return analyses.model_report(loaded, text, view.sampling, view.compute).html()
 
     return generate
@@ -420,7 +420,7 @@ def token_map_task(view: ViewState, loaded: LoadedModel, layer: int, ccr: int) -
     def run(_progress, _slot) -> None:
         analyses.model_token_map(loaded, text, view.sampling, layer, ccr, compute=view.compute)
 
-    return Task(f"layer {layer}, CCR-{ccr}", "Token map (UMAP)", Priority.VISIBLE, run, loaded.ref.identity,
+    return Task(f"layer {layer}, CCR-{ccr}", "Token map (UMAP)", Priority.NEXT, run, loaded.ref.identity,
                 _scope(view, loaded), shows=True)
 
 

@@ -61,3 +61,15 @@ def allowed(tmp_path, monkeypatch, neox_folder):
     shutil.copytree(neox_folder, root / "model")
     monkeypatch.setenv("RG_ALLOWED_ROOTS", str(root))
     return root
+
+
+WHOLE_PROGRAM = {"run_page", "settled", "AppTest", "run_cli", "subprocess"}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark ``integration`` every test that drives a dashboard page (AppTest) or the CLI in a process of its own, by
+    the names its body calls: ``make test-fast`` leaves them out."""
+    for item in items:
+        code = getattr(getattr(item, "function", None), "__code__", None)
+        if code is not None and WHOLE_PROGRAM & set(code.co_names):
+            item.add_marker(pytest.mark.integration)

@@ -35,6 +35,7 @@ def test_matched_depth_and_no_shared_units():
         convergence(pooled(units=10), pooled(units=12), None, None)
 
 
+@pytest.mark.slow  # UMAP compiles its numba kernels on first use (~30 s)
 def test_token_map_is_deterministic_and_checks_size():
     states = np.random.default_rng(0).standard_normal((80, 16)).astype(np.float32)
     basis = np.linalg.qr(np.random.default_rng(1).standard_normal((16, 4)))[0]

@@ -202,22 +202,42 @@ def waiting(admission, count):
 def test_one_computation_at_a_time_by_priority_then_in_order_of_asking():
     admission = Admission()
     script = Script(admission)
-    with admission.hold(Priority.VISIBLE, "first"):  # holds while the others ask, in this order
-        threads = [script.thread("fill", Priority.BACKGROUND), script.thread("exact", Priority.VISIBLE),
-                   script.thread("preview", Priority.PREVIEW), script.thread("load", Priority.VISIBLE)]
+    with admission.hold(Priority.PAGE, "first"):  # holds while the others ask, in this order
+        threads = [script.thread("fill", Priority.BACKGROUND), script.thread("exact", Priority.NEXT),
+                   script.thread("preview", Priority.PREVIEW), script.thread("load", Priority.PAGE),
+                   script.thread("exact 2", Priority.NEXT)]
         for number, thread in enumerate(threads, 1):
             thread.start()
             waiting(admission, number)
     for thread in threads:
         thread.join()
-    assert script.log == ["preview", "exact", "load", "fill"]
+    assert script.log == ["preview", "load", "exact", "exact 2", "fill"]
+
+
+def test_while_a_page_is_drawn_its_own_work_runs_and_work_outside_it_waits():
+    admission = Admission()
+    script = Script(admission)
+    admission.quiet(60)
+    outside = [script.thread("exact", Priority.NEXT), script.thread("fill", Priority.BACKGROUND)]
+    for thread in outside:
+        thread.start()
+    waiting(admission, 2)
+    inside = [script.thread("load", Priority.PAGE), script.thread("preview", Priority.PREVIEW)]
+    for thread in inside:
+        thread.start()
+        thread.join()
+    assert script.log == ["load", "preview"] and len(admission.waiting) == 2
+    admission.quiet(0)  # the page is drawn
+    for thread in outside:
+        thread.join()
+    assert script.log == ["load", "preview", "exact", "fill"]
 
 
 def test_long_work_steps_aside_for_a_preview_at_its_next_pause_and_carries_on():
     admission, log = Admission(), []
 
     def exact():
-        with admission.hold(Priority.VISIBLE, "exact", "model-a") as pause:
+        with admission.hold(Priority.NEXT, "exact", "model-a") as pause:
             for step in range(6):
                 log.append(("exact", step))
                 if step == 2:  # a preview asks in the middle of the work
@@ -243,7 +263,7 @@ def test_a_second_model_waits_for_the_work_on_the_first_while_previews_of_the_fi
     log = []
 
     def exact():
-        with admission.hold(Priority.VISIBLE, "exact on A", "A") as pause:
+        with admission.hold(Priority.NEXT, "exact on A", "A") as pause:
             for step in range(4):
                 log.append(("exact A", step, sorted(admission.models)))
                 if step == 1:
@@ -259,8 +279,8 @@ def test_a_second_model_waits_for_the_work_on_the_first_while_previews_of_the_fi
                 log.append((name, None, sorted(admission.models)))
         return threading.Thread(target=work)
 
-    load, preview = hold("load B", Priority.VISIBLE, "B"), hold("preview A", Priority.PREVIEW, "A")
-    assert admission.waits(Priority.VISIBLE, "B") is None
+    load, preview = hold("load B", Priority.PAGE, "B"), hold("preview A", Priority.PREVIEW, "A")
+    assert admission.waits(Priority.PAGE, "B") is None
     first = threading.Thread(target=exact)
     first.start()
     first.join()
@@ -273,7 +293,7 @@ def test_a_second_model_waits_for_the_work_on_the_first_while_previews_of_the_fi
 
 def test_nested_holds_in_one_thread_are_one_hold():
     admission = Admission()
-    with admission.hold(Priority.VISIBLE, "outer", "A") as outer:
+    with admission.hold(Priority.NEXT, "outer", "A") as outer:
         with admission.hold(Priority.PREVIEW, "inner", "A") as inner:
             inner()
             outer()
@@ -388,7 +408,7 @@ def test_background_work_gives_way_to_a_request_on_another_model_and_a_move_stop
 
     worker.replace([Task("k = 2, CCR-1", "Nearby settings", Priority.BACKGROUND, long_fill, "A")])
     asked.wait(30)
-    with admission.hold(Priority.VISIBLE, "load B", "B"):  # admitted once the fill on A has given way
+    with admission.hold(Priority.PAGE, "load B", "B"):  # admitted once the fill on A has given way
         assert admission.models == {"B": 1}
     worker.join(30)
     assert worker.tasks[0].state == "stopped" and len(steps) < 1000
@@ -398,9 +418,9 @@ def test_background_work_gives_way_to_a_request_on_another_model_and_a_move_stop
         while True:
             moved.set()
             progress("exact", 0, 1)
-    worker.replace([Task("k = 4, CCR-1", "Exact curve", Priority.VISIBLE, until_moved, "A", shows=True)])
+    worker.replace([Task("k = 4, CCR-1", "Exact curve", Priority.NEXT, until_moved, "A", shows=True)])
     moved.wait(30)
-    worker.replace([Task("k = 8, CCR-1", "Exact curve", Priority.VISIBLE, lambda progress, slot: None, "A",
+    worker.replace([Task("k = 8, CCR-1", "Exact curve", Priority.NEXT, lambda progress, slot: None, "A",
                          shows=True)])  # a move: the k = 4 run stops at its next pause, k = 8 runs
     worker.join(30)
     assert [task.state for task in worker.tasks] == ["done"] and worker.to_draw() and not worker.to_draw()

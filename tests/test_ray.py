@@ -16,6 +16,8 @@ from analysis.storage.store import ResultStore
 from tests.test_cli import run_cli
 from tests.test_sweep import plan_of
 
+pytestmark = pytest.mark.slow  # starts a local Ray cluster
+
 ray = pytest.importorskip("ray")
 
 
@@ -83,8 +85,7 @@ def test_an_address_nobody_answers(tmp_path, series):
         check_reachable("127.0.0.1:1")
     with pytest.raises(InputError, match="not host:port"):
         check_reachable("somewhere")
-    start = time.perf_counter()
     result = run_cli("sweep", "--model", str(series), "--backend", "ray", "--address", "127.0.0.1:1",
                      "--store", str(tmp_path))
     assert result.returncode == 2 and "No Ray cluster answers" in result.stderr
-    assert time.perf_counter() - start < 60
+    assert "forward pass" not in result.stderr  # refused before any work
