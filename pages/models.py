@@ -4,7 +4,7 @@ them arrange the same texts alike (full spaces, readout subspaces, random subspa
 import streamlit as st
 
 from analysis.results.collections import CheckpointSeries, DepthCurves
-from analysis.runs.settings import DEFAULT_CCR, ModelChoice
+from analysis.runs.settings import DEFAULT_CCR, PAPER_K, ModelChoice, capped_k
 from dashboard import compute
 from dashboard.export import chart, view_state_button
 from dashboard.sidebar import sidebar
@@ -45,11 +45,11 @@ if st.button("Width ladder", help="The models this server holds (the built-in mo
         st.session_state["models"] = "\n".join(name for name, _ in compute.models_at_hand())
 text = st.text_area("Models, one per line (a reference, optionally @revision)", key="models",
                     disabled=demo_mode(), help="Each model is loaded in turn; results are cached on disk.")
-k = int(st.number_input("k (capped at d / 4 of each model)", 1, 8192, 100))
+k = int(st.number_input("k (capped at d / 4 of each model)", 1, 8192, PAPER_K))
 with compute.friendly_errors():
     choices = [ModelChoice.parse(line) for line in text.splitlines() if line.strip()]
     widths = {c.label: compute.card(compute.resolved(c.name, c.revision or ""))["d_model"] for c in choices}
-    summaries = {c.label: compute.series(view, c.name, [c.revision or ""], min(k, max(1, widths[c.label] // 4)),
+    summaries = {c.label: compute.series(view, c.name, [c.revision or ""], capped_k(k, widths[c.label]),
                                          DEFAULT_CCR) for c in choices}
 curves = DepthCurves({label: series.results[0].layers for label, series in summaries.items()})
 chart(curves.figure(), curves.table(), "z-relative-depth",

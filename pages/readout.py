@@ -4,7 +4,7 @@ import streamlit as st
 
 from analysis.results import figures
 from analysis.results.collections import spectrum_table
-from analysis.runs.settings import along_sliders, k_grid, nearby
+from analysis.runs.settings import OVERLAY_CCRS, along_sliders, k_grid, nearby
 from dashboard import compute
 from dashboard.export import chart, provenance, view_state_button
 from dashboard.sidebar import sidebar
@@ -20,7 +20,7 @@ d = loaded.anatomy.d_model
 controls = st.columns([2, 2, 3])
 grid = k_grid(d)
 k, ccr = k_slider(d, controls[0]), ccr_slider(controls[1])
-overlay = controls[2].multiselect("Overlay CCR depths", [0, 1, 5, 10], default=[],
+overlay = controls[2].multiselect("Overlay CCR depths", OVERLAY_CCRS, default=[],
                                   help="e.g. 1, 5, 10: one more full sweep per depth (cached once computed).")
 
 asked_for = [(k, (ccr,))] + ([(k, tuple(sorted(overlay)))] if overlay else [])

@@ -16,6 +16,7 @@ import torch
 
 from analysis.data.corpus import Corpus, Sampling, TokenSample, bos_token, sample_positions, tokenize
 from analysis.errors import InputError, require
+from analysis.geometry.pga import check_layers
 from analysis.models import arch
 from analysis.models.loading import LoadedModel
 from analysis.progress import Progress, report
@@ -48,9 +49,7 @@ class HiddenStates:
 
     def layer(self, index: int) -> np.ndarray:
         """``[N, d]`` states of one entry; InputError for an index out of range."""
-        if not -self.n_layers <= index < self.n_layers:
-            raise InputError(f"Layer {index} is out of range: this model has entries 0..{self.n_layers - 1} "
-                             "(0 = embeddings, last = after the final norm).")
+        check_layers([index], self.n_layers)
         return self.states[index]
 
 

@@ -164,9 +164,19 @@ class LayerPGA(NullMoments):
         }
 
 
+PAPER_K = 100  # the readout dimension the paper uses
+
+
 def default_k(d: int) -> int:
     """The paper's k = 100, but at most d / 4: at k = d every subspace keeps every distance (no z)."""
-    return min(100, max(1, d // 4))
+    return min(PAPER_K, max(1, d // 4))
+
+
+def check_layers(layers, n_entries: int) -> None:
+    """InputError unless every layer indexes ``n_entries`` hidden-state entries (negative: from the end)."""
+    for layer in layers:
+        require(-n_entries <= layer < n_entries, f"Layer {layer} is out of range: there are entries 0..{n_entries - 1} "
+                                                 "(0 = embeddings, last = after the final norm).")
 
 
 def validate_states(states: np.ndarray, d: int | None = None, layers: list[int] | None = None) -> np.ndarray:
@@ -180,9 +190,7 @@ def validate_states(states: np.ndarray, d: int | None = None, layers: list[int] 
     if d is not None:
         require(states.shape[2] == d, f"Hidden states have width {states.shape[2]} but W_U has d = {d}; "
                                       "they must come from the same model.")
-    for layer in layers or ():
-        require(-len(states) <= layer < len(states),
-                f"Layer {layer} is out of range: the states have layers 0..{len(states) - 1}.")
+    check_layers(layers or (), len(states))
     checked = range(len(states)) if layers is None else sorted({i % len(states) for i in layers})
     bad = [i for i in checked if not np.isfinite(states[i]).all()]
     require(not bad, f"Hidden states hold NaN or Inf at layer(s) {bad}.")

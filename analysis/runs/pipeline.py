@@ -27,8 +27,16 @@ from analysis.capacity.epsilon import (
     cosine_stats,
     paired_cosines,
 )
-from analysis.errors import require
-from analysis.geometry.pga import PCA_KEPT, FittedPCA, LayerPGA, PGASettings, fit_layer_pca, pga_sweep, remember_fitted
+from analysis.geometry.pga import (
+    PCA_KEPT,
+    FittedPCA,
+    LayerPGA,
+    PGASettings,
+    check_layers,
+    fit_layer_pca,
+    pga_sweep,
+    remember_fitted,
+)
 from analysis.geometry.readout import ReadoutBasis, readout_basis
 from analysis.models import arch
 from analysis.models.loading import LoadedModel
@@ -142,9 +150,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     stored on disk). ``memory``: the engine's (PCAs, bases, previews; default: the process's)."""
     cache, memory = cache or default_cache(), memory or default_memory()
     array = states.states if isinstance(states, HiddenStates) else states
-    for layer in layers:
-        require(-len(array) <= layer < len(array),
-                f"Layer {layer} is out of range: the states have layers 0..{len(array) - 1}.")
+    check_layers(layers, len(array))
     layers = [layer % len(array) for layer in layers]
     common = {k: v for k, v in settings.spec.items() if k not in ("ks", "ccrs")}
 

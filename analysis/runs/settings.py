@@ -36,6 +36,7 @@ CONVERGENCE_N_NULL = 20
 CONVERGENCE_UNITS = 200
 TRIAGE_DEEPER_CCR = 5
 REPORT_CCRS = (1, 5, 10)
+OVERLAY_CCRS = (0, *REPORT_CCRS)  # the depths the readout page offers to overlay
 HISTOGRAM_BINS = 300
 SENSITIVITY_DELTA = 0.005
 BATCH_SIZE = 8
@@ -119,6 +120,11 @@ def k_grid(d: int) -> tuple[int, ...]:
     top = max(1, d // 2)
     powers = [2**i for i in range(top.bit_length()) if 2**i <= top]
     return tuple(sorted({*powers, top, default_k(d)}))
+
+
+def capped_k(k: int, d: int) -> int:
+    """One k asked of several models: at most d / 4 of each (``default_k``'s cap), at least 1."""
+    return min(k, max(1, d // 4))
 
 
 def ccr_depths() -> list[int]:
