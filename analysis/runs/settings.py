@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, fields, replace
 
 from analysis.errors import require
+from analysis.geometry.pga import PAPER_K as PAPER_K  # re-exported: the pages ask settings for it
 from analysis.geometry.pga import PGASettings, default_k
 from analysis.models.builtin import BUILTIN_NAME
 from analysis.models.devices import cpu_has_native_bf16, pick_device
