@@ -133,8 +133,8 @@ class Background:
             groups: dict[str, list[Task]] = {}
             for task in self.tasks:
                 groups.setdefault(task.group, []).append(task)
-        parts = []
-        for group, tasks in groups.items():
+        parts = []  # what the page shows next first, then the background's groups
+        for group, tasks in sorted(groups.items(), key=lambda item: min(task.priority for task in item[1])):
             running = next((task for task in tasks if task.state == "running"), None)
             if len(tasks) == 1 and running is not None and running.total:
                 parts.append(f"{group}: {running.done}/{running.total}")

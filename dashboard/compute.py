@@ -287,16 +287,18 @@ def fill_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int
             for k, c in wanted if stored_pga(view, loaded, k, (c,)) is None]
 
 
-def background(tasks: list[Task]) -> None:
-    """Hand ``tasks`` to this session's background thread and draw the status line. In demo mode only the
-    tasks whose result the page shows run (a public instance spends no CPU on what nobody asked for)."""
+def background(tasks: list[Task], where=None) -> None:
+    """Hand ``tasks`` to this session's background thread and draw the status line (in ``where``, a container
+    the page kept for it, else here). In demo mode only the tasks whose result the page shows run (a public
+    instance spends no CPU on what nobody asked for)."""
     if demo_mode():
         tasks = [task for task in tasks if task.shows]
     worker = st.session_state.get("background")
     if worker is None:
         worker = st.session_state["background"] = Background(policy())
     worker.replace(tasks)
-    show_status(worker)
+    with where if where is not None else contextlib.nullcontext():
+        show_status(worker)
 
 
 def triage(view: ViewState, loaded: LoadedModel) -> TriageRun:
@@ -337,8 +339,9 @@ def side(view: ViewState, choice: ModelChoice) -> TriageRun:
 
 
 def readout(loaded: LoadedModel) -> ReadoutBasis:
-    """The readout basis and the singular values of W_U (disk-cached per model)."""
-    return analyses.model_readout(loaded)
+    """The readout basis and the singular values of W_U (disk-cached per model; an SVD of W_U the first time)."""
+    with policy().hold(Priority.PAGE, "the readout basis", loaded.ref.identity):
+        return analyses.model_readout(loaded)
 
 
 def capacity(view: ViewState, which: str = "embedding", sample_pairs: int | None = None) -> CapacityRun:
@@ -361,8 +364,9 @@ def models_at_hand() -> list[tuple[str, int]]:
 
 
 def paired(view: ViewState):
-    """Histogram of cos(E_i, U_i), or None for a tied model."""
-    return analyses.paired_cosines(view.choice)
+    """Histogram of cos(E_i, U_i), or None for a tied model (both matrices read from the weight files)."""
+    with policy().hold(Priority.PAGE, "the paired cosines"):
+        return analyses.paired_cosines(view.choice)
 
 
 def series(view: ViewState, model: str, revisions: list[str], k: int | None = None, ccr: int = 1) -> CheckpointSeries:
@@ -381,7 +385,7 @@ def stored_or_preview_series(view: ViewState, model: str, revisions: list[str], 
                                         stored_only=True)
     if stored is not None or not needs_preview(view.device):
         return stored
-    with st.spinner("Preview ..."):
+    with st.spinner("Preview ..."), policy().hold(Priority.PREVIEW, "a series preview"):
         return analyses.checkpoint_series(model, revisions, text, view.sampling, ks, (ccr,), compute=view.compute,
                                           preview=True)
 

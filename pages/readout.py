@@ -34,6 +34,7 @@ with first.container():
     chart(run.z_figure(), run.table(), "z-by-layer",
           f"{run.describe()}. Error bars: 95 % bootstrap interval over the null draws. "
           + provenance(run.provenance, "Hidden states"))
+status = st.container()  # what the background has ready, under the curve it will replace
 
 if overlay:
     several = runs[1]
@@ -67,4 +68,4 @@ compute.page_drawn()
 near = nearby(grid, k, ccr)
 exact = [compute.exact_task(view, loaded, *wanted) for wanted, r in zip(asked_for, runs, strict=True) if r.preview]
 ahead = compute.ahead_tasks(view, loaded, list(dict.fromkeys(near + along_sliders(grid, k, ccr))))
-compute.background(ahead[:1] + exact + ahead[1:] + compute.fill_tasks(view, loaded, near))
+compute.background(ahead[:1] + exact + ahead[1:] + compute.fill_tasks(view, loaded, near), status)

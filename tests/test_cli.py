@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,6 +106,7 @@ def test_packing_json_with_fit(tmp_path):
     assert {"C", "r2", "mape", "nrmse"} <= set(out["fit"]["jl"])
 
 
+@pytest.mark.slow  # trains and sweeps a demo series through the CLI (~40 s)
 def test_issue6_commands_on_a_demo_series(tmp_path, tiny_models):
     demo = run_cli("train-demo", "--out", str(tmp_path / "demo"), "--widths", "16", "--steps", "4", "--json")
     assert demo.returncode == 0, demo.stderr

@@ -118,6 +118,7 @@ def test_input_errors_are_not_retried_and_a_full_store_stops_the_sweep(series, t
     assert "StoreFull" in report.summary() and "cancelled: the store is full" in report.summary()
 
 
+@pytest.mark.slow  # two CLI sweeps over a checkpoint series (~25 s)
 def test_cli_sweep_twice(series, tmp_path):
     args = ["sweep", "--model", str(series), "--revisions", "checkpoint-0,checkpoint-20", "--n-tokens", "48",
             "--k", "8", "--ccr", "1", "--null-subspaces", "10", "--dtype", "float32", "--device", "cpu",
