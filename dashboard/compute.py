@@ -178,10 +178,13 @@ def states(view: ViewState, loaded: LoadedModel) -> Entry:
     return _states(key, view, loaded)
 
 
-@st.cache_resource
+_POLICY = Admission(resident_models=RESIDENT_MODELS)
+
+
 def policy() -> Admission:
-    """The server's admission policy (``RG_RESIDENT_MODELS``: models kept in memory at once, default 1)."""
-    return Admission(resident_models=RESIDENT_MODELS)
+    """The server's admission policy (``RG_RESIDENT_MODELS``: models kept in memory at once, default 1): one
+    object for the process, not a Streamlit cache entry (clearing the caches must not start a second one)."""
+    return _POLICY
 
 
 DRAWING_SECONDS = 10.0  # a page run starting: other work waits until it is drawn, this long at most

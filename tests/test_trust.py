@@ -71,13 +71,14 @@ def test_demo_mode_runs_one_computation_at_a_time(monkeypatch):
     from tests.test_live import waiting
 
     monkeypatch.setenv("RG_DEMO", "1")
-    lock, inside, peak = threading.Lock(), [], []
+    lock, inside, peak, entered = threading.Lock(), [], [], threading.Event()
 
     def computation(number):
         with Bar("work"):
             with lock:
                 inside.append(number)
                 peak.append(len(inside))
+            entered.set()
             if number == 0:
                 waiting(policy(), 2)  # the other two have asked meanwhile: they wait instead of running
             with lock:
@@ -85,8 +86,7 @@ def test_demo_mode_runs_one_computation_at_a_time(monkeypatch):
 
     first = threading.Thread(target=computation, args=(0,))
     first.start()
-    with policy().condition:
-        policy().condition.wait_for(lambda: inside, timeout=30)
+    assert entered.wait(30)
     others = [threading.Thread(target=computation, args=(n,)) for n in (1, 2)]
     for thread in others:
         thread.start()
