@@ -44,7 +44,7 @@ from analysis.runs import analyses
 from analysis.runs.series import free_memory, stored_series
 from analysis.runs.settings import DEFAULT_CCR, ModelChoice, needs_preview, pga_settings, preview_settings
 from analysis.storage.cache import Entry, on_recomputed
-from analysis.storage.paths import cache_dir, restrict_to, roots_in_force
+from analysis.storage.paths import cache_dir, checked_path, restrict_to, roots_in_force
 from analysis.storage.store import ResultStore
 from dashboard.admission import Admission, Priority
 from dashboard.background import Background, Task, show_status
@@ -163,7 +163,25 @@ def corpus(view: ViewState) -> Corpus:
         if uploaded is None:
             raise InputError("The uploaded text is not in this session any more: upload it again.")
         return uploaded
-    return load_corpus(view.corpus)
+    return _opened_text(view.corpus, _text_version(view.corpus))
+
+
+def _text_version(source: str) -> tuple[int, int] | None:
+    """What tells a text file's contents apart without reading it (modification time, size), once the path
+    policy allows the path; None for a Hub dataset or a path that load_corpus will refuse with its message."""
+    if source.startswith("hf:"):
+        return None
+    try:
+        stat = checked_path(source, "Text file").stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+@st.cache_resource(max_entries=4, ttl=600, show_spinner=False)
+def _opened_text(source: str, version: tuple[int, int] | None) -> Corpus:
+    """A text file or Hub dataset read once, not at every call of a page run (a page asks for it per task)."""
+    return load_corpus(source)
 
 
 @st.cache_resource(max_entries=2, show_spinner=False)

@@ -438,3 +438,18 @@ def test_blocks_of_128_tokens_without_the_preview_flag_are_an_exact_setting_and_
     pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, preview, [0, 1], cache=cache)
     assert pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, preview, [0, 1], cache=cache,
                                stored_only=True) is None  # the flag, not the block size, keeps it out
+
+
+def test_a_text_file_is_read_once_per_version_not_at_every_call(tmp_path, monkeypatch):
+    from analysis.data import corpus as corpora
+    from dashboard import compute
+
+    text = tmp_path / "notes.txt"
+    text.write_text("one two three " * 50)
+    reads, real = [], corpora.corpus_from_bytes
+    monkeypatch.setattr(corpora, "corpus_from_bytes", lambda *a, **kw: reads.append(1) or real(*a, **kw))
+    view = compute.ViewState(corpus=str(text))
+    first = [compute.corpus(view) for _ in range(5)]
+    assert len(reads) == 1 and len({c.sha256 for c in first}) == 1
+    text.write_text("four five six " * 60)  # a new version of the file: read again
+    assert compute.corpus(view).sha256 != first[0].sha256 and len(reads) == 2
