@@ -122,7 +122,7 @@ class Background:
             return all(task.finished for task in self.tasks)
 
     def join(self, timeout: float | None = None) -> None:
-        """Wait for the tasks (tests and the CLI-like callers)."""
+        """Wait until the thread has run every task (the tests do, as the status line's rerun would)."""
         thread = self.thread
         if thread is not None:
             thread.join(timeout)

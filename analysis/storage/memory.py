@@ -79,11 +79,6 @@ class EngineMemory:
         with self.lock:
             return sum(1 for k, _ in self.items if k == kind)
 
-    def clear(self) -> None:
-        with self.lock:
-            self.items.clear()
-            self.used = 0
-
 
 @functools.cache
 def default_memory() -> EngineMemory:
