@@ -7,7 +7,15 @@ from scipy.spatial.distance import pdist
 from analysis.errors import InputError
 from analysis.geometry.ccr import fit_pca, remove_components
 from analysis.geometry.pga import PGASettings, null_bases, pga_sweep, sample_pairs
-from analysis.geometry.ranks import centred_ranks, centred_ranks_quantised, sort_rows, spearman_many, spearman_quantised
+from analysis.geometry.ranks import (
+    centred_ranks,
+    centred_ranks_quantised,
+    ranked_reference,
+    sort_rows,
+    spearman_many,
+    spearman_quantised,
+    spearman_sorted,
+)
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.runs.pipeline import cached_pga
@@ -129,6 +137,77 @@ def test_vectorised_spearman_equals_scipy_with_and_without_ties():
             ours = spearman_many(centred_ranks(torch.tensor(ref)), typed).numpy()
             expected = [scipy.stats.spearmanr(ref, r).statistic for r in typed.double().numpy()]
             np.testing.assert_allclose(ours, expected, atol=1e-12)
+
+
+def plain_spearman(reference: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """scipy's rho of each row with the reference, on the same float32 values the engine ranks."""
+    return np.array([scipy.stats.spearmanr(reference.astype(np.float64), r.astype(np.float64)).statistic
+                     for r in rows])
+
+
+def unit_cosines(points: np.ndarray) -> np.ndarray:
+    """float32 cosine of every pair i < j of ``points`` ``[N, k]``."""
+    unit = points / np.linalg.norm(points, axis=1, keepdims=True)
+    return (unit @ unit.T)[np.triu_indices(len(points), 1)].astype(np.float32)
+
+
+def test_exact_ranks_against_a_shared_reference_equal_scipy_on_planted_tied_and_constant_rows():
+    rng = np.random.default_rng(7)
+    reference = rng.standard_normal(20000).astype(np.float32)
+    rows = np.tanh(0.3 * (reference + rng.standard_normal((9, 20000)) * np.linspace(0.1, 4, 9)[:, None]))
+    rows[1, :500] = rows[1, 500:1000]  # exact ties, as duplicate tokens give
+    rows[2] = np.round(rows[2], 2)  # heavy ties
+    rows[3] = -rows[3]  # anti-correlated
+    rows[4] = 0.5  # constant
+    rows[5, :50] = -0.0  # signed zeros tie with zeros
+    rows[5, 50:100] = 0.0
+    rows[7] = np.sign(rows[7])  # two values only
+    rows = rows.astype(np.float32)
+    varying = [0, 1, 2, 3, 5, 6, 7, 8]
+    for ref in (reference, np.round(reference, 1), np.where(reference > 0, reference, 0)):  # no, many, one long run
+        ours = spearman_sorted(ranked_reference(torch.tensor(ref)), torch.tensor(rows)).numpy()
+        np.testing.assert_allclose(ours[varying], plain_spearman(ref, rows[varying]), rtol=0, atol=1e-12)
+        assert np.isnan(ours[4])
+        np.testing.assert_allclose(ours, spearman_many(centred_ranks(torch.tensor(ref)), torch.tensor(rows)).numpy(),
+                                   atol=1e-12)  # the gathering path, and the GPU's
+    assert spearman_sorted(ranked_reference(torch.tensor(reference)), torch.tensor(rows[:1]))[0] > 0.9
+    unrelated = rng.standard_normal((4, 20000)).astype(np.float32)
+    found = spearman_sorted(ranked_reference(torch.tensor(reference)), torch.tensor(unrelated)).numpy()
+    assert np.all(np.abs(found) < 0.04)  # nothing planted: nothing found
+
+
+def test_exact_sweep_equals_scipy_on_planted_states_at_k_1_and_on_a_tiny_model(tiny_models, tmp_path):
+    """The sweep's rho for the readout and every null subspace, against scipy on float32 cosines computed plainly:
+    on planted states, at k = 1 (every projected cosine is +-1: two tie runs) and on a tiny model's states."""
+    from analysis.activations.hidden import extract, token_sample
+    from analysis.data.corpus import Sampling, builtin_corpus
+    from analysis.models import arch
+    from analysis.models.loading import load
+    from analysis.models.refs import resolve
+    from analysis.storage.cache import ResultCache
+
+    planted, w_planted = planted_readout(n=120, seed=4)
+    loaded = load(resolve(str(tiny_models[("gpt_neox", False)])), device="cpu", dtype="float32")
+    sample = token_sample(loaded, builtin_corpus(), Sampling(n_tokens=120, window=40, skip=2, per_window=12, seed=0),
+                          ResultCache(tmp_path))
+    tiny_states = extract(loaded, sample).states
+    w_tiny = arch.unembedding(loaded.model).detach().numpy()
+    cases = [(planted, w_planted, 8, 0), (planted, w_planted, 1, 0), (tiny_states[2], w_tiny, 4, 1),
+             (tiny_states[-1], w_tiny, 1, 1)]
+    for states, w_u, k, ccr in cases:
+        settings = PGASettings(ks=(k,), ccrs=(ccr,), n_null=12, n_bootstrap=10)
+        (result,) = pga_sweep(states, readout_basis(w_u), settings, device="cpu")
+        pca = fit_pca(torch.tensor(states))
+        corrected = remove_components(torch.tensor(states), pca, ccr).float().numpy()
+        bases = [readout_basis(w_u).top(k), *null_bases(states.shape[1], k, 12, settings.seed)]
+        full = unit_cosines(corrected)
+        projected = np.stack([unit_cosines(corrected @ q.astype(np.float32)) for q in bases])
+        if k == 1:
+            assert set(np.unique(projected)) <= {-1.0, 1.0}
+        rhos = plain_spearman(full, projected)
+        assert result.rho_readout == pytest.approx(rhos[0], abs=1e-6)
+        np.testing.assert_allclose(result.null, rhos[1:], atol=1e-6)
+        assert result.z == pytest.approx((rhos[0] - rhos[1:].mean()) / rhos[1:].std(ddof=1), abs=1e-4)
 
 
 def quantise(row: np.ndarray) -> np.ndarray:

@@ -34,13 +34,14 @@ import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
+from functools import partial
 
 import numpy as np
 import torch
 
 from analysis.errors import InputError, require
 from analysis.geometry.ccr import PCA, fit_pca, remove_components
-from analysis.geometry.ranks import centred_ranks, centred_ranks_quantised, spearman_many, spearman_quantised
+from analysis.geometry.ranks import centred_ranks_quantised, ranked_reference, spearman_quantised, spearman_sorted
 from analysis.geometry.readout import ReadoutBasis
 from analysis.geometry.spectral import spectral_metrics
 from analysis.models.devices import pick_device
@@ -267,8 +268,12 @@ def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, design: PairDes
     n, d = corrected.shape
     m, _, k = bases.shape
     flat = torch.as_tensor(design.flat, device=corrected.device)
-    rank = centred_ranks_quantised if ranks == "16-bit" else centred_ranks
-    full = rank(_similarities(corrected[None], design.block, flat)[0])
+    full = _similarities(corrected[None], design.block, flat)[0]
+    if ranks == "16-bit":
+        reference = centred_ranks_quantised(full)
+        correlate = partial(spearman_quantised, reference)
+    else:
+        correlate = partial(spearman_sorted, ranked_reference(full))
     points = corrected.to(bases.dtype)
     if k >= BATCHED_FROM_K:  # one batched matmul straight into [m, n, k]
         projected = torch.matmul(points[None], bases).float()
@@ -277,12 +282,11 @@ def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, design: PairDes
         projected = projected.reshape(n, m, k).permute(1, 0, 2).contiguous()
     per_subspace = n * design.block * 4 + design.n_pairs * 28
     chunk = max(1, min(CHUNK_SUBSPACES, MEMORY_BUDGET_BYTES // per_subspace))
-    correlate = spearman_quantised if ranks == "16-bit" else spearman_many
     rhos = []
     for start in range(0, m, chunk):
         if start and pause is not None:
             pause()
-        rhos.append(correlate(full, _similarities(projected[start:start + chunk], design.block, flat)))
+        rhos.append(correlate(_similarities(projected[start:start + chunk], design.block, flat)))
     return torch.cat(rhos).cpu().numpy()
 
 

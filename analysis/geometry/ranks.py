@@ -11,6 +11,12 @@ On the CPU the sort is numpy's vectorised sort of 64-bit keys ``(order-preservin
 value) << 32 | position``, a few rows at a time on every core: one key sort yields both the order and
 the ties, 5-7x faster than ``torch.sort`` of the values (``bench/pga.py`` prints both).
 
+``spearman_sorted`` is the exact path of the PGA sweep, whose rows share one reference: each key carries
+the reference's rank ``p`` of its column in place of the column (``RankedReference.position``), so the key
+sort yields the reference's rank ``p_j`` of the row's j-th smallest value and the numerator is the integer
+dot ``sum_j j p_j``: no gather of the reference per value. The reference's few tie runs are corrected with
+the row's average ranks of the tied columns, found by binary search in the sorted row.
+
 For previews, ``spearman_quantised`` ranks each row by its values quantised to 16 bits over the row's
 range (65,536 levels), sorted by numpy's radix sort (the stable argsort of ``uint16``), ties broken by
 position: no 64-bit keys and no tie correction, within ~1e-6 of the exact rho on 10^4-10^5 continuous
@@ -23,6 +29,7 @@ from __future__ import annotations
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -103,6 +110,99 @@ def _ranked_dot(gathered: torch.Tensor, sorted_values: torch.Tensor):
         t = run_length.double()
         norm_sq.index_add_(0, run_row, -(t**3 - t) / 12)
     return numerator, norm_sq.sqrt()
+
+
+def _runs_np(row: np.ndarray, pos: np.ndarray):
+    """:func:`_tie_runs` from the ``(row, position)`` of each sorted value equal to the next one, in numpy:
+    (row, first position, length) of each run."""
+    new = np.ones(len(row), dtype=bool)
+    new[1:] = (row[1:] != row[:-1]) | (pos[1:] != pos[:-1] + 1)
+    length = np.bincount(np.cumsum(new) - 1) + 1
+    return row[new], pos[new], length
+
+
+@dataclass(frozen=True)
+class RankedReference:
+    """A reference vector ``[n]`` ranked once for many rows: ``position`` ``[n]`` int64 (each column's place in
+    the reference's stable ascending order), ``centred`` ``[n]`` float64 (its centred average ranks, as
+    :func:`centred_ranks`), the columns inside its tie runs ``tied`` ``[T]`` and their ``shift`` ``[T]`` (average
+    rank minus plain rank ``position - (n - 1) / 2``)."""
+
+    position: np.ndarray
+    centred: torch.Tensor
+    tied: np.ndarray
+    shift: np.ndarray
+
+    @property
+    def norm(self) -> float:
+        return float(self.centred.norm())
+
+
+def ranked_reference(values: torch.Tensor) -> RankedReference:
+    """``values`` ``[n]`` ranked as :class:`RankedReference` (ties averaged)."""
+    sorted_values, order = (part[0] for part in sort_rows(values[None]))
+    n = values.shape[-1]
+    plain = torch.arange(n, device=values.device, dtype=torch.float64) - (n - 1) / 2
+    shift = torch.zeros_like(plain)
+    _, run_start, run_length = _tie_runs(sorted_values[None])
+    if len(run_start):
+        owner, offset = _run_members(run_start, run_length)
+        shift[run_start[owner] + offset] = ((run_length[owner] - 1) / 2 - offset).double()
+    position, centred = torch.empty_like(order), torch.empty_like(plain)
+    position[order], centred[order] = torch.arange(n, device=values.device), plain + shift
+    tied = order[shift != 0]
+    return RankedReference(position.cpu().numpy(), centred, tied.cpu().numpy(), shift[shift != 0].cpu().numpy())
+
+
+def _sorted_task(reference: RankedReference, n: int):
+    """``task(values [a few, n] float32 numpy)`` -> (numerators, norms) of rho: with ``c = (n - 1) / 2``, the keys
+    ``value << 32 | p`` sorted give ``sum_j (j - c)(p_j - c) = sum_j j p_j - n c^2``, the row's tie runs shift ``j``
+    (their ``p_j`` are at hand), the reference's shift its tied columns, weighted by the row's average ranks
+    there (binary search in the sorted row)."""
+    c = (n - 1) / 2
+    positions = np.arange(n, dtype=np.int64)
+
+    def task(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        bits = (values + np.float32(0)).view(np.int32)  # + 0 makes -0.0 into +0.0
+        bits ^= (bits >> 31) & _MAGNITUDE  # now monotone in the value
+        keys = bits.astype(np.int64)
+        keys <<= 32
+        keys |= reference.position
+        keys.sort(axis=-1)
+        ranks = keys & _LOW
+        numerator = (ranks @ positions).astype(np.float64) - n * c * c
+        norm_sq = np.full(len(values), n * (n * n - 1) / 12)
+        values_only = keys >> 32
+        tie = np.flatnonzero(values_only[:, 1:] == values_only[:, :-1])
+        if len(tie):
+            run_row, run_start, run_length = _runs_np(tie // (n - 1), tie % (n - 1))
+            owner = np.repeat(np.arange(len(run_row)), run_length)
+            offset = np.arange(len(owner)) - np.repeat(np.cumsum(run_length) - run_length, run_length)
+            rows, at = run_row[owner], run_start[owner] + offset
+            shift = (run_length[owner] - 1) / 2 - offset
+            numerator += np.bincount(rows, shift * (ranks[rows, at] - c), minlength=len(values))
+            t = run_length.astype(np.float64)
+            norm_sq -= np.bincount(run_row, (t**3 - t) / 12, minlength=len(values))
+        if len(reference.tied):
+            for i, sorted_row in enumerate(values_only):
+                wanted = bits[i, reference.tied]
+                average = (np.searchsorted(sorted_row, wanted, "left") + np.searchsorted(sorted_row, wanted, "right")
+                           - 1) / 2
+                numerator[i] += reference.shift @ (average - c)
+        return numerator, np.sqrt(norm_sq)
+
+    return task
+
+
+def spearman_sorted(reference: RankedReference, rows: torch.Tensor) -> torch.Tensor:
+    """``[m]`` Spearman correlations of each row of ``rows`` ``[m, n]`` with one reference: equal to
+    :func:`spearman_many` (ties averaged; NaN for a constant row), without gathering the reference per value."""
+    if not _key_sorted(rows):
+        return spearman_many(reference.centred, rows)
+    parts = _row_tasks(rows, _sorted_task(reference, rows.shape[1]))
+    numerator, norms = (np.concatenate(part) for part in zip(*parts, strict=True))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return torch.from_numpy(numerator / (reference.norm * norms))
 
 
 def centred_ranks(values: torch.Tensor) -> torch.Tensor:
