@@ -372,6 +372,28 @@ def capacity(view: ViewState, which: str = "embedding", sample_pairs: int | None
                                        progress=bar)
 
 
+def stored_or_preview_capacity(view: ViewState, which: str = "embedding") -> CapacityRun:
+    """The all-pairs histogram when it is in the cache; else the exact statistics with a preview histogram
+    (every pair among a few thousand random rows: a second or two), drawn while :func:`capacity_task` counts
+    every pair."""
+    stored = analyses.model_capacity(view.choice, which, device=view.device, stored_only=True)
+    if stored is not None:
+        return stored
+    with st.spinner(f"Preview of the {which}'s cosines ..."), policy().hold(Priority.PAGE, "a histogram preview"):
+        return analyses.model_capacity(view.choice, which, device=view.device, preview=True)
+
+
+def capacity_task(view: ViewState, which: str = "embedding") -> Task:
+    """The histogram of all pairs (cached on disk) as background work the page shows when it is done."""
+    choice, device = view.choice, view.device
+
+    def run(progress, _slot) -> None:
+        analyses.model_capacity(choice, which, device=device, progress=progress)
+
+    return Task(f"all pairs of the {which}", "Cosine histogram", Priority.NEXT, run, None,
+                f"{view_ref(view).identity}|{device}", shows=True)
+
+
 def measure_published(view: ViewState, name: str) -> Measured:
     """epsilon of a published model (the capacity atlas), measured from its embedding shard alone."""
     with Bar(f"Measuring {name}"):

@@ -7,6 +7,7 @@ from analysis.capacity.formulas import CLASS_NOTES
 from analysis.capacity.packing import fit_formulas, optimized_packing, random_packing
 from analysis.results import figures
 from analysis.results.collections import (
+    CapacityRun,
     atlas_table,
     capacity_curves_table,
     epsilon_curves_table,
@@ -24,16 +25,29 @@ from dashboard.view import demo_mode
 view = sidebar()
 st.title("Embedding geometry & capacity")
 exact = st.toggle("Exact histogram (all pairs)", value=True,
-                  help="Off: a seeded sample of 10^6 pairs, faster for large vocabularies.")
+                  help="On: a preview from every pair among 2,048 random rows at once, then all pairs. "
+                       "Off: a seeded sample of 10^6 pairs.")
 sample = None if exact else 1_000_000
+
+
+def histogram(which: str) -> CapacityRun:
+    """The all-pairs histogram (its preview first, the rest in the background) or the sampled one."""
+    return compute.stored_or_preview_capacity(view, which) if exact else compute.capacity(view, which, sample)
+
+
+def title(run: CapacityRun, text: str) -> str:
+    return f"Preview: {text}" if run.preview else text
+
+
 with compute.friendly_errors():
     ref = compute.view_ref(view)
-    embedding = compute.capacity(view, "embedding", sample)
+    embedding = histogram("embedding")
 stats, report = embedding.geometry.stats, embedding.report
 
-chart(embedding.histogram_figure("Embedding: pairwise cosines"), embedding.table(),
+chart(embedding.histogram_figure(title(embedding, "Embedding: pairwise cosines")), embedding.table(),
       "embedding-cosines", f"{ref.label}; tensor {embedding.geometry.tensor_name}; {embedding.counted()}; "
       f"{stats.n_zero_rows} all-zero rows dropped; mu and sigma by the exact closed form.")
+status = st.container()
 
 cols = st.columns(3)
 cols[0].metric("epsilon", f"{stats.epsilon:.4f}", "mu + 2 sigma", delta_color="off", delta_arrow="off")
@@ -78,13 +92,14 @@ k_target = st.select_slider("k for the epsilon-against-d view", [2000, 4000, 800
                                                                                  else ""))
 chart(figures.epsilon_by_dimension(k_target, report.d, report.eps), epsilon_curves_table(k_target), "epsilon-by-d")
 
+unembedding = None
 if not embedding.geometry.tied_embeddings:
     st.subheader("Unembedding (untied model)")
     with compute.friendly_errors():
-        unembedding = compute.capacity(view, "unembedding", sample)
+        unembedding = histogram("unembedding")
         paired = compute.paired(view)
-    chart(unembedding.histogram_figure("Unembedding: pairwise cosines"), unembedding.table(), "unembedding-cosines",
-          f"Tensor {unembedding.geometry.tensor_name}; {unembedding.counted()}.")
+    chart(unembedding.histogram_figure(title(unembedding, "Unembedding: pairwise cosines")), unembedding.table(),
+          "unembedding-cosines", f"Tensor {unembedding.geometry.tensor_name}; {unembedding.counted()}.")
     chart(figures.paired_cosine_figure(paired), histogram_table(paired), "embedding-vs-unembedding",
           f"{int(paired.counts.sum()):,} tokens: the cosine of each token's embedding and unembedding rows.")
 else:
@@ -116,3 +131,6 @@ if cells:
     if fits:
         st.dataframe(fits_table(fits), width="stretch")
 view_state_button(view)
+compute.page_drawn()
+previewed = [run.geometry.which for run in (embedding, unembedding) if run is not None and run.preview]
+compute.background([compute.capacity_task(view, which) for which in previewed], status)

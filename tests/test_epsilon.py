@@ -7,6 +7,7 @@ from analysis.capacity.epsilon import (
     cosine_stats,
     paired_cosines,
     pairwise_stats_by_blocks,
+    rows_histogram,
     unit_rows,
 )
 from analysis.errors import InputError
@@ -61,6 +62,28 @@ def test_sampled_histogram_states_its_size_and_agrees():
     assert sampled.mean == pytest.approx(exact.mean, abs=5e-3)
     again = cosine_histogram(matrix, sample_pairs=200_000, seed=1, device="cpu")
     np.testing.assert_array_equal(sampled.counts, again.counts)
+
+
+def test_preview_histogram_counts_every_pair_among_random_rows_and_finds_planted_clusters():
+    rng = np.random.default_rng(4)
+    centres = rng.standard_normal((2, 64)) * 3
+    matrix = centres[rng.integers(0, 2, 6000)] + rng.standard_normal((6000, 64))  # two clusters: two modes
+    matrix[[5, 17]] = 0
+    preview = rows_histogram(matrix, bins=200, rows=500, seed=2, device="cpu")
+    assert preview.sampled == 500 * 499 // 2 == preview.counts.sum()
+    rows = np.sort(np.random.default_rng([2, 5998]).permutation(np.flatnonzero(np.abs(matrix).max(1) > 0))[:500])
+    _, _, sims = brute_force(matrix[rows])
+    expected, _ = np.histogram(sims, bins=200, range=(-1, 1))
+    assert np.abs(preview.counts - expected).sum() <= 1e-4 * len(sims)  # a plain reference on the same rows
+    exact = cosine_histogram(matrix, bins=200, device="cpu")
+    assert preview.mean == pytest.approx(exact.mean, abs=0.01)
+    shares = preview.shares
+    within, across = shares[np.searchsorted(preview.edges, 0.85) - 1], shares[np.searchsorted(preview.edges, 0.0)]
+    assert within > 5 * across > 0 or across > 5 * within > 0  # the two modes, not one bump
+    noise = rows_histogram(rng.standard_normal((3000, 64)), bins=200, rows=500, device="cpu")
+    assert abs(noise.mean) < 0.01 and noise.counts[np.abs(noise.edges[:-1]) > 0.6].sum() == 0  # nothing planted
+    everything = rows_histogram(matrix[:300], bins=200, rows=1000, device="cpu")  # fewer rows than asked: all
+    np.testing.assert_array_equal(everything.counts, cosine_histogram(matrix[:300], bins=200, device="cpu").counts)
 
 
 def test_paired_cosines():

@@ -389,6 +389,31 @@ def test_the_token_map_and_training_pages_end_on_the_exact_view(tiny_models, tmp
     assert "Preview" not in spec and "k = 16" in spec
 
 
+def titles(app) -> list[str]:
+    return [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in app.get("plotly_chart")]
+
+
+def test_the_capacity_page_draws_a_preview_histogram_at_once_then_the_histogram_of_every_pair(tiny_models,
+                                                                                              monkeypatch):
+    monkeypatch.setattr(pipeline, "PREVIEW_ROWS", 100)  # the tiny vocabulary (512 rows) as a large one
+    app = run_page("pages/capacity.py", settle=False, model=tiny_models[("llama", False)])
+    assert not app.exception and not app.error
+    assert {"Preview: Embedding: pairwise cosines", "Preview: Unembedding: pairwise cosines"} <= set(titles(app))
+    captions = " ".join(shown(c.value) for c in app.caption)
+    assert ("preview: all 4,950 pairs among 100 random rows of 512 (the histogram of all 130,816 pairs follows)"
+            in captions)
+    epsilon = next(m for m in app.metric if m.label == "epsilon").value  # exact from the start: the closed form
+    assert [task.group for task in app.session_state["background"].tasks] == ["Cosine histogram"] * 2
+    settled(app)
+    assert "Embedding: pairwise cosines" in titles(app) and not any(t.startswith("Preview") for t in titles(app))
+    assert "all 130,816 pairs of 512 rows" in " ".join(shown(c.value) for c in app.caption)
+    assert next(m for m in app.metric if m.label == "epsilon").value == epsilon
+    monkeypatch.setattr(pipeline, "rows_histogram", None)  # both histograms stored: nothing is previewed again
+    again = run_page("pages/capacity.py", settle=False, model=tiny_models[("llama", False)])
+    assert not again.exception and not again.error and not any(t.startswith("Preview") for t in titles(again))
+    assert not again.session_state["background"].tasks
+
+
 def test_background_work_gives_way_to_a_request_on_another_model_and_a_move_stops_what_is_no_longer_asked():
     from dashboard.background import Background, Task
 

@@ -4,6 +4,7 @@ rows every page, export and the CLI show) and its plotly figures. No math beyond
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -417,6 +418,7 @@ class CapacityRun:
     identity: str
     geometry: MatrixGeometry
     report: CapacityReport
+    preview: bool = False  # the histogram counts every pair among a few thousand random rows, not all pairs
 
     def table(self) -> pd.DataFrame:
         return histogram_table(self.geometry.histogram)
@@ -430,6 +432,10 @@ class CapacityRun:
     def counted(self) -> str:
         """What the histogram counts: all pairs or a sample, of how many rows."""
         stats, histogram = self.geometry.stats, self.geometry.histogram
+        if self.preview:
+            rows = round((1 + math.sqrt(1 + 8 * histogram.sampled)) / 2)
+            return (f"preview: all {histogram.sampled:,} pairs among {rows:,} random rows of {stats.n_rows:,} (the "
+                    f"histogram of all {stats.n_pairs:,} pairs follows)")
         pairs = f"{histogram.sampled:,} sampled pairs" if histogram.sampled else f"all {stats.n_pairs:,} pairs"
         return f"{pairs} of {stats.n_rows:,} rows"
 

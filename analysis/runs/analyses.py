@@ -56,6 +56,7 @@ from analysis.runs.pipeline import (
     cached_pga,
     embedding_unembedding_cosines,
     matrix_geometry,
+    matrix_preview,
     matrix_stats,
     model_pooled,
     model_readout,
@@ -175,10 +176,13 @@ def model_triage(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, comput
 def model_capacity(choice: ModelChoice, which: str = "embedding", bins: int = HISTOGRAM_BINS,
                    sample_pairs: int | None = None, seed: int = 0, device: str = "auto",
                    delta: float = SENSITIVITY_DELTA, progress: Progress | None = None,
-                   cache: ResultCache | None = None) -> CapacityRun:
-    """epsilon, histogram, class and capacity of W_E (or W_U), reading only that tensor."""
+                   cache: ResultCache | None = None, stored_only: bool = False,
+                   preview: bool = False) -> CapacityRun | None:
+    """epsilon, histogram, class and capacity of W_E (or W_U), reading only that tensor. ``stored_only``: None
+    unless the histogram is cached; ``preview``: the exact statistics with a preview histogram (every pair among
+    a few thousand random rows), for the page to draw while all pairs are counted."""
     return ref_capacity(resolve_choice(choice, weights=False), choice.label, which, bins, sample_pairs, seed, device,
-                        delta, progress, cache)
+                        delta, progress, cache, stored_only, preview)
 
 
 def measure_published(name: str, device: str = "auto", cache: ResultCache | None = None) -> Measured:
@@ -195,12 +199,19 @@ def measure_published(name: str, device: str = "auto", cache: ResultCache | None
 def ref_capacity(ref: ModelRef, label: str, which: str = "embedding", bins: int = HISTOGRAM_BINS,
                  sample_pairs: int | None = None, seed: int = 0, device: str = "auto",
                  delta: float = SENSITIVITY_DELTA, progress: Progress | None = None,
-                 cache: ResultCache | None = None) -> CapacityRun:
+                 cache: ResultCache | None = None, stored_only: bool = False,
+                 preview: bool = False) -> CapacityRun | None:
     """:func:`model_capacity` of a resolved reference. epsilon is clipped into the formulas' domain in
     one place (``clip_epsilon``)."""
-    geometry = matrix_geometry(ref, which, bins, sample_pairs, seed, device, progress, cache)
+    if preview:
+        geometry = matrix_preview(ref, which, bins, seed, device, cache)
+        preview = geometry.histogram.sampled is not None  # a small matrix's preview is its exact histogram
+    else:
+        geometry = matrix_geometry(ref, which, bins, sample_pairs, seed, device, progress, cache, stored_only)
+        if geometry is None:
+            return None
     report = capacity_report(geometry.stats.d, clip_epsilon(geometry.stats.epsilon), delta)
-    return CapacityRun(label, ref.identity, geometry, report)
+    return CapacityRun(label, ref.identity, geometry, report, preview)
 
 
 def model_report(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,

@@ -20,12 +20,14 @@ import numpy as np
 from analysis.activations.hidden import HiddenStates
 from analysis.activations.pooling import pooled_states
 from analysis.capacity.epsilon import (
+    PREVIEW_ROWS,
     CosineStats,
     Histogram,
     MatrixGeometry,
     cosine_histogram,
     cosine_stats,
     paired_cosines,
+    rows_histogram,
 )
 from analysis.geometry.pga import (
     PCA_KEPT,
@@ -41,7 +43,7 @@ from analysis.geometry.readout import ReadoutBasis, readout_basis
 from analysis.models import arch
 from analysis.models.loading import LoadedModel
 from analysis.models.refs import ModelRef
-from analysis.models.weights import read_matrix
+from analysis.models.weights import StoredMatrix, read_matrix
 from analysis.progress import Progress, report
 from analysis.storage.cache import ResultCache, default_cache, spec_key
 from analysis.storage.memory import EngineMemory, default_memory
@@ -189,10 +191,14 @@ GEOMETRY_VERSION = 2  # 2: MatrixGeometry lives in analysis.capacity.epsilon
 
 def matrix_geometry(ref: ModelRef, which: str = "embedding", bins: int = 300, sample_pairs: int | None = None,
                     seed: int = 0, device: str = "auto", progress: Progress | None = None,
-                    cache: ResultCache | None = None) -> MatrixGeometry:
-    """epsilon statistics and the histogram of W_E or W_U, reading only that tensor; cached."""
+                    cache: ResultCache | None = None, stored_only: bool = False) -> MatrixGeometry | None:
+    """epsilon statistics and the histogram of W_E or W_U, reading only that tensor; cached (``stored_only``:
+    None unless it is)."""
     cache = cache or default_cache()
     spec = {"model": ref.spec, "which": which, "bins": bins, "sample_pairs": sample_pairs, "seed": seed}
+    if stored_only:
+        entry = cache.get("matrix-geometry", GEOMETRY_VERSION, spec, MatrixGeometry)
+        return None if entry is None else entry.value
 
     def compute() -> MatrixGeometry:
         stored = read_matrix(ref, which)
@@ -203,14 +209,28 @@ def matrix_geometry(ref: ModelRef, which: str = "embedding", bins: int = 300, sa
     return cache.get_or_compute("matrix-geometry", GEOMETRY_VERSION, spec, compute, MatrixGeometry).value
 
 
+def matrix_preview(ref: ModelRef, which: str = "embedding", bins: int = 300, seed: int = 0, device: str = "auto",
+                   cache: ResultCache | None = None) -> MatrixGeometry:
+    """:func:`matrix_geometry` with the exact statistics (cached) and a preview histogram, every pair among
+    ``PREVIEW_ROWS`` random rows (``rows_histogram``, not cached): seconds, drawn while all pairs are counted.
+    A matrix of at most that many rows gets its exact histogram at once (its ``sampled`` is None)."""
+    stored = read_matrix(ref, which)
+    if len(stored.matrix) <= PREVIEW_ROWS:
+        return matrix_geometry(ref, which, bins, None, seed, device, cache=cache)
+    stats, _ = matrix_stats(ref, which, device, cache, stored)
+    return MatrixGeometry(which, stats, rows_histogram(stored.matrix, bins, PREVIEW_ROWS, seed, device),
+                          stored.tied_embeddings, stored.model_type, stored.tensor_name)
+
+
 def matrix_stats(ref: ModelRef, which: str = "embedding", device: str = "auto",
-                 cache: ResultCache | None = None) -> tuple[CosineStats, bool]:
-    """(closed-form cosine statistics, tied) of W_E or W_U alone: seconds even for a 50k vocabulary."""
+                 cache: ResultCache | None = None, stored: StoredMatrix | None = None) -> tuple[CosineStats, bool]:
+    """(closed-form cosine statistics, tied) of W_E or W_U alone: seconds even for a 50k vocabulary. ``stored``:
+    the tensor when the caller has read it."""
     cache = cache or default_cache()
 
     def compute():
-        stored = read_matrix(ref, which)
-        return cosine_stats(stored.matrix, device), stored.tied_embeddings
+        matrix = stored or read_matrix(ref, which)
+        return cosine_stats(matrix.matrix, device), matrix.tied_embeddings
 
     return cache.get_or_compute("matrix-stats", GEOMETRY_VERSION, {"model": ref.spec, "which": which},
                                 compute, (CosineStats, bool)).value
