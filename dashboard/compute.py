@@ -440,11 +440,39 @@ def convergence(view: ViewState, a: ModelChoice, b: ModelChoice, units: int) -> 
                                           progress=bar)
 
 
-def probes(view: ViewState, loaded: LoadedModel, data: Labelled) -> ProbeRun:
-    """Probe accuracy per layer beside z at the default k and CCR."""
-    run = pga(view, loaded)
-    with Bar("Pooling the texts") as bar:
-        return analyses.model_probes(loaded, data, view.seed, run, bar)
+def stored_or_preview_probes(view: ViewState, loaded: LoadedModel, data: Labelled) -> ProbeRun:
+    """Probe accuracy per layer beside z at the default k and CCR, as stored; else the probes on a seeded quarter
+    of the texts first, beside z as stored or its preview when the hidden states are at hand (else no z yet),
+    for :func:`probes_tasks` to complete."""
+    z = None
+    if analyses.model_hidden_states(loaded, corpus(view), view.sampling, view.compute, stored_only=True):
+        z = stored_pga(view, loaded) or preview_pga(view, loaded)
+    stored = analyses.model_probes(loaded, data, view.seed, z, stored_only=True)
+    if stored is not None:
+        return stored
+    with Bar("Pooling a quarter of the texts", loaded) as bar:
+        return analyses.model_probes(loaded, data, view.seed, z, bar, preview=True)
+
+
+def probes_tasks(view: ViewState, loaded: LoadedModel, data: Labelled, run: ProbeRun) -> list[Task]:
+    """What ``run`` lacks, as background work the page shows when done: every text pooled, the exact z (after
+    the hidden states, when they are not at hand yet)."""
+    text, settings, scope = corpus(view), _settings(loaded, view, None, None), _scope(view, loaded)
+    tasks = []
+    if run.of_texts is not None:
+        def pool(progress, _slot) -> None:
+            analyses.model_probes(loaded, data, view.seed, progress=progress)
+
+        tasks.append(Task(f"all {run.of_texts} texts", "Probes", Priority.NEXT, pool, loaded.ref.identity,
+                          f"{scope}|{data.digest}", shows=True))
+    if run.pga is None or run.pga.preview:
+        def exact(progress, slot) -> None:
+            analyses.model_pga(loaded, text, view.sampling, settings, compute=view.compute, progress=progress,
+                               slot=slot)
+
+        tasks.append(Task(f"k = {settings.ks[0]}, CCR-{settings.ccrs[0]}", "Exact curve", Priority.NEXT, exact,
+                          loaded.ref.identity, scope, shows=True))
+    return tasks
 
 
 def stored_token_map(view: ViewState, loaded: LoadedModel, layer: int, ccr: int) -> TokenMapRun | None:

@@ -40,6 +40,9 @@ elif source.startswith("Upload"):
         st.stop()
 with compute.friendly_errors():
     loaded = compute.loaded_model(view)
-    run = compute.probes(view, loaded, data)
+    run = compute.stored_or_preview_probes(view, loaded, data)
 chart(run.figure(), run.table(), "probes", run.describe())
+status = st.container()
 view_state_button(view, probe_data=data.name)
+compute.page_drawn()
+compute.background(compute.probes_tasks(view, loaded, data, run), status)

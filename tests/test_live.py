@@ -414,6 +414,31 @@ def test_the_capacity_page_draws_a_preview_histogram_at_once_then_the_histogram_
     assert not again.session_state["background"].tasks
 
 
+def test_the_probes_page_draws_probes_on_a_quarter_of_the_texts_at_once_then_on_all_of_them(tiny_models):
+    from analysis.activations.pooling import pooled_states
+    from analysis.data.labelled import Labelled, word_order_task
+
+    model = tiny_models[("llama", False)]
+    app = run_page("pages/probes.py", settle=False, model=model, n_tokens=128, seed=5)
+    assert not app.exception and not app.error
+    assert titles(app) == ["Preview: Probe accuracy by layer (z follows)"]  # no hidden states yet: no z
+    assert "Preview on 64 random texts of 240 (all of them follow)" in " ".join(shown(c.value) for c in app.caption)
+    assert [task.group for task in app.session_state["background"].tasks] == ["Probes", "Exact curve"]
+    settled(app)
+    assert titles(app) == ["Probe accuracy and z by layer"]
+    caption = " ".join(shown(c.value) for c in app.caption)
+    assert "168 training and 72 held-out texts" in caption and "Preview" not in caption
+    loaded = analyses.open_model(analyses.ModelChoice(str(model)), CPU)
+    data = word_order_task()
+    np.testing.assert_allclose(pipeline.model_pooled(loaded, data.texts, seed=5),  # two cached parts, in order
+                               pooled_states(loaded, data.texts), rtol=1e-5, atol=1e-6)
+    labels = ["a"] * 100
+    for i in np.setdiff1d(np.arange(100), pipeline.preview_texts(100, 5))[:3]:
+        labels[i] = "b"  # class b lies outside the preview's texts
+    lopsided = Labelled(data.texts[:100], labels, "three texts of class b")
+    assert analyses.model_probes(loaded, lopsided, 5, preview=True).of_texts is None  # b missing: all texts
+
+
 def test_background_work_gives_way_to_a_request_on_another_model_and_a_move_stops_what_is_no_longer_asked():
     from dashboard.background import Background, Task
 

@@ -24,6 +24,12 @@ def test_separable_data_probes_near_100_and_shuffled_near_baseline():
     assert 0.25 < result.baseline < 0.5 and result.n_test == 60 and result.classes == ["c0", "c1", "c2"]
 
 
+def test_a_class_with_a_single_row_is_named_not_a_traceback():
+    pooled, labels = planted()
+    with pytest.raises(InputError, match=r"Class\(es\) \['lonely'\] have a single row"):
+        probe_layers(pooled, labels[:-1] + ["lonely"])
+
+
 def test_builtin_task_has_four_balanced_classes():
     task = builtin_task(per_topic=20)
     assert sorted(set(task.labels)) == ["compound", "debugger", "formatstrings", "specialnames"]

@@ -18,6 +18,7 @@ Also: a CSV or JSONL file with ``text`` and ``label`` columns, or a Hub dataset 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 from dataclasses import dataclass
@@ -37,6 +38,11 @@ class Labelled:
     texts: list[str]
     labels: list[str]
     name: str
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the texts and labels: what a result on this data depends on."""
+        return hashlib.sha256("\x00".join([*self.texts, "\x01", *self.labels]).encode()).hexdigest()
 
 
 def builtin_task(per_topic: int = 60) -> Labelled:

@@ -32,6 +32,8 @@ def probe_layers(pooled: np.ndarray, labels: list[str], test_share: float = 0.3,
     n_test = max(len(classes), int(round(test_share * len(y))))
     require(len(y) - n_test >= len(classes), f"{len(y)} rows are too few for {len(classes)} classes with a "
                                              "held-out split; give more rows.")
+    rare = [c for c in classes if labels.count(c) < 2]
+    require(not rare, f"Class(es) {rare[:5]} have a single row; a held-out split needs at least two of each.")
     train, test = train_test_split(np.arange(len(y)), test_size=n_test, stratify=y, random_state=seed)
     values, counts = np.unique(y[train], return_counts=True)
     majority = values[np.argmax(counts)]

@@ -301,11 +301,19 @@ class ProbeRun:
     data: str
     result: ProbeResult
     pga: PGARun | None = None
+    of_texts: int | None = None  # a preview: the probes saw a seeded subset of this many texts
+
+    @property
+    def preview(self) -> bool:
+        return self.of_texts is not None or bool(self.pga and self.pga.preview)
 
     def describe(self) -> str:
+        seen = self.result.n_train + self.result.n_test
         text = (f"{self.data}: {len(self.result.classes)} classes, {self.result.n_train} training and "
                 f"{self.result.n_test} held-out texts (mean-pooled, first 64 tokens); logistic regression on "
                 "standardised features")
+        if self.of_texts is not None:
+            text = f"Preview on {seen} random texts of {self.of_texts} (all of them follow). " + text
         return text + (f"; z at {self.pga.describe()}." if self.pga else ".")
 
     def z(self) -> list[float] | None:
@@ -318,7 +326,9 @@ class ProbeRun:
         return table
 
     def figure(self) -> go.Figure:
-        return figures.probe_figure(self.result.accuracy, self.result.baseline, self.z())
+        title = "Probe accuracy and z by layer" if self.pga else "Probe accuracy by layer (z follows)"
+        return figures.probe_figure(self.result.accuracy, self.result.baseline, self.z(),
+                                    f"Preview: {title}" if self.preview else title)
 
     def to_json(self) -> dict:
         return {"model": self.model, "identity": self.identity, "data": self.data, "classes": self.result.classes,

@@ -338,7 +338,8 @@ def convergence_figure(results: list, n_a: int) -> go.Figure:
     return _layout(fig, "Cross-model convergence")
 
 
-def probe_figure(accuracy: np.ndarray, baseline: float, z: list[float] | None = None) -> go.Figure:
+def probe_figure(accuracy: np.ndarray, baseline: float, z: list[float] | None = None,
+                 title: str = "Probe accuracy and z by layer") -> go.Figure:
     """Probe accuracy per layer with the majority baseline, and z on a second axis."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     layers = list(range(len(accuracy)))
@@ -353,7 +354,7 @@ def probe_figure(accuracy: np.ndarray, baseline: float, z: list[float] | None = 
         fig.update_yaxes(title="z", secondary_y=True, showgrid=False, tick0=0,
                          dtick=round_step(max(finite) - min(finite)))
     fig.update_xaxes(title="layer")
-    return _layout(fig, "Probe accuracy and z by layer")
+    return _layout(fig, title)
 
 
 def token_map_figure(coords: np.ndarray, colour: np.ndarray, hover: list[str], colour_name: str,

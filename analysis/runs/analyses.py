@@ -21,12 +21,13 @@ its figures.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
-from analysis.activations.hidden import hidden_states
+from analysis.activations.hidden import hidden_states, stored_hidden_states
 from analysis.capacity.atlas import Measured, find_published, published_models
 from analysis.capacity.formulas import CapacityReport, capacity_report
 from analysis.data.corpus import Corpus, Sampling, text_chunks
@@ -60,6 +61,7 @@ from analysis.runs.pipeline import (
     matrix_stats,
     model_pooled,
     model_readout,
+    preview_texts,
     ready_pcas,
 )
 from analysis.runs.series import free_memory, training_sweep, weights_fingerprint
@@ -105,8 +107,12 @@ def model_card(choice: ModelChoice) -> dict:
 
 
 def model_hidden_states(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,
-                        progress: Progress | None = None, cache: ResultCache | None = None) -> Entry:
-    """Hidden states ``[n_layers + 1, N, d]`` of the sampled positions, cached (``Entry.value``)."""
+                        progress: Progress | None = None, cache: ResultCache | None = None,
+                        stored_only: bool = False) -> Entry | None:
+    """Hidden states ``[n_layers + 1, N, d]`` of the sampled positions, cached (``Entry.value``; ``stored_only``:
+    None unless cached)."""
+    if stored_only:
+        return stored_hidden_states(loaded.spec, corpus, sampling, cache or default_cache())
     return hidden_states(loaded, corpus, sampling, compute.batch_size, progress, cache or default_cache())
 
 
@@ -293,10 +299,24 @@ def model_convergence(a: ModelChoice, b: ModelChoice, corpus: Corpus, units: int
 
 
 def model_probes(loaded: LoadedModel, data: Labelled, seed: int = 0, pga: PGARun | None = None,
-                 progress: Progress | None = None, cache: ResultCache | None = None) -> ProbeRun:
-    """Held-out probe accuracy per layer on mean-pooled states, beside ``pga``'s z when given."""
-    result = probe_layers(model_pooled(loaded, data.texts, progress=progress, cache=cache), data.labels, seed=seed)
-    return ProbeRun(loaded.ref.label, loaded.ref.identity, data.name, result, pga)
+                 progress: Progress | None = None, cache: ResultCache | None = None,
+                 preview: bool = False, stored_only: bool = False) -> ProbeRun | None:
+    """Held-out probe accuracy per layer on mean-pooled states, beside ``pga``'s z when given. ``preview``: on
+    a seeded subset of the texts (``preview_texts``), seconds instead of a minute, for the page to draw first;
+    ``stored_only``: None unless every text's pooled states are cached. A subset that misses a class (fewer than
+    two texts of it) or holds every text is no preview: all texts are pooled."""
+    if preview:
+        chosen = Counter(data.labels[i] for i in preview_texts(len(data.texts), seed))
+        preview = sum(chosen.values()) < len(data.texts) and chosen.keys() == set(data.labels) and min(
+            chosen.values()) >= 2
+    pooled = model_pooled(loaded, data.texts, progress=progress, cache=cache, seed=seed, preview=preview,
+                          stored_only=stored_only)
+    if pooled is None:
+        return None
+    labels = [data.labels[i] for i in preview_texts(len(data.texts), seed)] if preview else data.labels
+    result = probe_layers(pooled, labels, seed=seed)
+    return ProbeRun(loaded.ref.label, loaded.ref.identity, data.name, result, pga,
+                    len(data.texts) if preview else None)
 
 
 def model_token_map(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, layer: int, ccr: int,

@@ -253,14 +253,43 @@ def embedding_unembedding_cosines(ref: ModelRef, bins: int = 300, cache: ResultC
                                 compute, OneOf((Histogram, None))).value
 
 
-POOLED_VERSION = 1
+POOLED_VERSION = 2
+PREVIEW_TEXTS = 64  # texts pooled for the probes' preview: a quarter of the built-in tasks, ~5 s on 2 cores
+
+
+def preview_texts(n_texts: int, seed: int = 0) -> np.ndarray:
+    """The sorted indices of the (at most) ``PREVIEW_TEXTS`` seeded random texts a preview pools first."""
+    return np.sort(np.random.default_rng([seed, n_texts]).permutation(n_texts)[:PREVIEW_TEXTS])
+
+
+def _pooled(loaded: LoadedModel, texts: list[str], max_tokens: int, progress: Progress | None,
+            cache: ResultCache, stored_only: bool) -> np.ndarray | None:
+    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+    spec = {"model": loaded.spec, "texts": digest, "n_texts": len(texts), "max_tokens": max_tokens}
+    if stored_only:
+        entry = cache.get("pooled", POOLED_VERSION, spec, np.ndarray)
+        return None if entry is None else entry.value
+    return cache.get_or_compute("pooled", POOLED_VERSION, spec,
+                                lambda: pooled_states(loaded, texts, max_tokens, progress=progress), np.ndarray).value
 
 
 def model_pooled(loaded: LoadedModel, texts: list[str], max_tokens: int = 64, progress: Progress | None = None,
-                 cache: ResultCache | None = None) -> np.ndarray:
-    """``[n_layers + 1, len(texts), d]`` mean-pooled states of the texts; cached by model and texts."""
+                 cache: ResultCache | None = None, seed: int = 0, preview: bool = False,
+                 stored_only: bool = False) -> np.ndarray | None:
+    """``[n_layers + 1, len(texts), d]`` mean-pooled states of the texts; ``preview``: of the texts
+    ``preview_texts(len(texts), seed)`` only. Cached in two parts, those texts and the rest, so that the
+    whole after a preview pools each text once (``stored_only``: None unless it is cached)."""
     cache = cache or default_cache()
-    digest = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
-    spec = {"model": loaded.spec, "texts": digest, "n_texts": len(texts), "max_tokens": max_tokens}
-    return cache.get_or_compute("pooled", POOLED_VERSION, spec,
-                                lambda: pooled_states(loaded, texts, max_tokens, progress=progress), np.ndarray).value
+    first = preview_texts(len(texts), seed)
+    pooled_first = _pooled(loaded, [texts[i] for i in first], max_tokens, progress, cache, stored_only)
+    if preview or pooled_first is None:
+        return pooled_first
+    rest = np.setdiff1d(np.arange(len(texts)), first)
+    out = np.empty((pooled_first.shape[0], len(texts), pooled_first.shape[2]), np.float32)
+    out[:, first] = pooled_first
+    if len(rest):
+        pooled_rest = _pooled(loaded, [texts[i] for i in rest], max_tokens, progress, cache, stored_only)
+        if pooled_rest is None:
+            return None
+        out[:, rest] = pooled_rest
+    return out
