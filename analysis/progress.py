@@ -5,6 +5,7 @@ The CLI passes a tqdm adapter, the dashboard a Streamlit progress bar; the libra
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 Progress = Callable[[str, int, int], None]
@@ -14,6 +15,27 @@ def report(progress: Progress | None, stage: str, done: int, total: int) -> None
     """Call ``progress`` if one was given."""
     if progress is not None:
         progress(stage, done, total)
+
+
+class TimeLeft:
+    """The time left in a stage at its pace so far: ``time_left(stage, done, total)`` -> ", about 40 s left" (empty
+    in a stage's first second and at its end; a new stage, or a count that goes back, starts the clock again)."""
+
+    def __init__(self) -> None:
+        self.stage: str | None = None
+        self.start, self.first, self.last = 0.0, 0, 0
+
+    def __call__(self, stage: str, done: int, total: int) -> str:
+        now = time.monotonic()
+        if stage != self.stage or done < self.last:
+            self.stage, self.start, self.first, self.last = stage, now, done, done
+            return ""
+        self.last = done
+        elapsed = now - self.start
+        if done <= self.first or done >= total or elapsed < 1:
+            return ""
+        left = elapsed / (done - self.first) * (total - done)
+        return f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
 
 
 class TqdmProgress:

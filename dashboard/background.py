@@ -19,7 +19,7 @@ import streamlit as st
 import torch
 
 from analysis.errors import InputError
-from analysis.progress import Progress
+from analysis.progress import Progress, TimeLeft
 from dashboard.admission import Admission, Priority
 from dashboard.text import literal
 
@@ -44,8 +44,10 @@ class Task:
     scope: str = ""
     shows: bool = False
     state: str = "waiting"  # waiting | running | done | failed | stopped
+    stage: str = ""
     done: int = 0
     total: int = 0
+    left: str = ""  # ", about 40 s left" while a stage runs (``analysis.progress.TimeLeft``)
     error: str = ""
     rerun: bool = False  # a "shows" task done: the page has been rerun to draw it (once)
 
@@ -101,10 +103,10 @@ class Background:
         task.state = "running"
         try:
             with self.admission.hold(task.priority, task.group, task.model) as pause:
-                step = checked(pause)
+                step, time_left = checked(pause), TimeLeft()
 
-                def progress(_stage: str, done: int, total: int) -> None:
-                    task.done, task.total = done, total
+                def progress(stage: str, done: int, total: int) -> None:
+                    task.stage, task.done, task.total, task.left = stage, done, total, time_left(stage, done, total)
                     step()
 
                 step()
@@ -137,7 +139,7 @@ class Background:
         for group, tasks in sorted(groups.items(), key=lambda item: min(task.priority for task in item[1])):
             running = next((task for task in tasks if task.state == "running"), None)
             if len(tasks) == 1 and running is not None and running.total:
-                parts.append(f"{group}: {running.done}/{running.total}")
+                parts.append(f"{group} ({running.stage}): {running.done}/{running.total}{running.left}")
             elif len(tasks) == 1:
                 parts.append(f"{group}: {'ready' if tasks[0].state == 'done' else tasks[0].state}")
             else:

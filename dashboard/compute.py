@@ -31,6 +31,7 @@ from analysis.models.card import describe
 from analysis.models.loading import LoadedModel, load
 from analysis.models.refs import ModelRef, list_checkpoints, resolve
 from analysis.models.train_demo import train_demo
+from analysis.progress import TimeLeft
 from analysis.results.collections import (
     CapacityRun,
     CheckpointSeries,
@@ -93,9 +94,11 @@ class Bar:
         self.bar = st.progress(*self.shown)
         self.holding = contextlib.ExitStack()
         self.pause: Callable[[], None] = lambda: None
+        self.time_left = TimeLeft()
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        self.shown = (min(done / max(total, 1), 1.0), literal(f"{stage}: {done}/{total}"))
+        self.shown = (min(done / max(total, 1), 1.0),
+                      literal(f"{stage}: {done}/{total}{self.time_left(stage, done, total)}"))
         self.bar.progress(*self.shown)
         self.pause()
 
@@ -320,6 +323,18 @@ def background(tasks: list[Task], where=None) -> None:
     worker.replace(tasks)
     with where if where is not None else contextlib.nullcontext():
         show_status(worker)
+
+
+def triage_task(view: ViewState, loaded: LoadedModel) -> Task:
+    """The whole verdict as background work the page shows when done: the exact curve, the deeper CCR at the worst
+    late layer, the embedding's epsilon (the page's rerun then reads them all from the cache)."""
+    text, held = corpus(view), states(view, loaded)
+
+    def run(progress, slot) -> None:
+        analyses.model_triage(loaded, text, view.sampling, view.compute, progress, states=held, slot=slot)
+
+    return Task("the exact curve, the deeper CCR and epsilon", "Verdict", Priority.NEXT, run, loaded.ref.identity,
+                _scope(view, loaded), shows=True)
 
 
 def triage(view: ViewState, loaded: LoadedModel) -> TriageRun:

@@ -36,7 +36,7 @@ if exact is None:  # first answer: the curve's shape at once, then the exact cur
     chart(preview.z_figure(), preview.table(), "triage-z-preview", preview.describe() + ".")
     compute.page_drawn()
     with compute.friendly_errors():
-        compute.background([compute.exact_task(view, loaded)])  # the page reruns when it is in
+        compute.background([compute.triage_task(view, loaded)])  # the page reruns when it is in
     st.stop()
 with compute.friendly_errors():
     run = compute.triage(view, loaded)

@@ -161,18 +161,20 @@ def warm_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: 
 
 def model_triage(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,
                  progress: Progress | None = None, cache: ResultCache | None = None,
-                 states: Entry | None = None) -> TriageRun:
+                 states: Entry | None = None, slot: Callable[[], AbstractContextManager] = nullcontext) -> TriageRun:
     """The verdict: PGA at the default k and CCR over every layer, the worst late layer at a deeper
     CCR, and epsilon, class and capacity of the embedding. The hidden states are read once (``states``:
-    the entry when the caller already holds it)."""
+    the entry when the caller already holds it); ``slot``: see :func:`cached_pga`."""
     states = states or model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
-    run = model_pga(loaded, corpus, sampling, compute=compute, progress=progress, cache=cache, states=states)
+    run = model_pga(loaded, corpus, sampling, compute=compute, progress=progress, cache=cache, states=states,
+                    slot=slot)
     worst = worst_late_layer(run.at())
     deeper = None
     if worst is not None:
         deeper_settings = pga_settings(loaded.anatomy.d_model, run.settings.ks, (TRIAGE_DEEPER_CCR,),
                                        seed=sampling.seed)
-        deeper = model_pga(loaded, corpus, sampling, deeper_settings, [worst.layer], compute, progress, cache, states)
+        deeper = model_pga(loaded, corpus, sampling, deeper_settings, [worst.layer], compute, progress, cache, states,
+                           slot=slot)
     stats, _ = matrix_stats(loaded.ref, "embedding", compute.device, cache or default_cache())
     report = capacity_report(stats.d, clip_epsilon(stats.epsilon), SENSITIVITY_DELTA)
     summary = verdict(run.at(), deeper.at()[0] if deeper else None, report)
