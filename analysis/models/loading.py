@@ -76,9 +76,14 @@ def tokenizer_folder(ref: ModelRef, folder: Path) -> Path:
     return chosen
 
 
+def converted_gguf(ref: ModelRef) -> Path:
+    """Where the de-quantised safetensors copy of a GGUF model lives (:func:`gguf_as_safetensors`)."""
+    return models_dir() / f"gguf-{ref.identity.split(':')[-1][:16]}"
+
+
 def gguf_as_safetensors(ref: ModelRef, progress: Progress | None = None) -> Path:
     """The de-quantised safetensors copy of a GGUF model, made on first use (atomic rename)."""
-    converted = models_dir() / f"gguf-{ref.identity.split(':')[-1][:16]}"
+    converted = converted_gguf(ref)
     remove_stale_partials(converted)
     if (converted / "config.json").exists():
         return converted
