@@ -7,8 +7,9 @@ drawn and until the exact curve replaces it; and the largest |z_preview - z_exac
 z's 95 % interval (the exact curves read back from the cache, the previews computed again: they are
 seeded, and never stored).
 
-Usage: python bench/interaction.py [--model smollm2-135m] [--n-tokens 512] [--moves 10] [--jumps 4] [--pause 0]
-(needs Debian's chromium and chromium-driver; ``--fetch``: the model is fetched and converted first).
+Usage: python bench/interaction.py [--model smollm2-135m | --shape pythia-410m] [--n-tokens 512] [--moves 10]
+[--jumps 4] [--pause 0] (needs Debian's chromium and chromium-driver; ``--fetch``: the model is fetched and
+converted first; ``--shape``: a random model of that Pythia shape is saved with ``save_pretrained`` first).
 """
 
 import argparse
@@ -107,9 +108,18 @@ def main() -> None:
                         help="seconds to look at each exact curve before the next move (background fill runs)")
     parser.add_argument("--jumps", type=int, default=4, help="then this many jumps to a slider's end or start")
     parser.add_argument("--fetch", action="store_true", help="start with no model fetched either (first fetch)")
+    parser.add_argument("--shape", help="a random model of this Pythia shape (bench/gpu.py's SHAPES), saved first")
     args = parser.parse_args()
     print(cpu_description())  # the server inherits ATEN_CPU_CAPABILITY and RG_NATIVE_BF16 (AVX2 laptop: avx2, 0)
     cache = Path(tempfile.mkdtemp(prefix="rg-interaction-"))
+    if args.shape:  # inside the cache folder: the only root the app may open
+        from gpu import build_model
+
+        from analysis.data.corpus import builtin_corpus
+        from analysis.models.tiny import train_tokenizer
+
+        args.model = str(cache / args.shape)
+        build_model(args.shape, Path(args.model), train_tokenizer(builtin_corpus().text, vocab_size=512))
     models = cache / "models" if args.fetch else Path(os.environ.get("RG_MODELS_DIR", ROOT / "cache" / "models"))
     os.environ["RG_MODELS_DIR"] = str(models)  # the app's and, afterwards, the agreement's
     process, url = start_app(cache, models)
@@ -148,6 +158,8 @@ def main() -> None:
         for jump in range(args.jumps):
             move(driver, *jumps[jump % len(jumps)], visited)
             time.sleep(args.pause)
+        peak = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{process.pid}/status").read_text())
+        print(f"\nthe server's peak memory (resident set): {int(peak.group(1)) / 2**20:.2f} GiB")
     finally:
         driver.quit()
         process.terminate()
