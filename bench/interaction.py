@@ -97,7 +97,6 @@ def slider_step(driver, label: str, key: str) -> None:
 
 
 def main() -> None:
-    from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
     parser = argparse.ArgumentParser()
@@ -132,8 +131,8 @@ def main() -> None:
     try:
         start = time.perf_counter()
         driver.get(f"{url}/?{query}")
-        card = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=stMetric]"))
-        preview = wait_for(driver, lambda d: "Preview" in title(d)) + card
+        card = wait_for(driver, lambda d: "blocks, d_model" in d.page_source)
+        preview = wait_for(driver, lambda d: "Preview" in title(d) or "Peak z" in d.page_source) + card
         verdict = wait_for(driver, lambda d: "Peak z" in d.page_source and "Preview" not in title(d)) + preview
         print(f"Triage, first answer: card {card:.1f} s, z preview {preview:.1f} s, full verdict {verdict:.1f} s "
               f"(page opened {time.perf_counter() - start:.1f} s ago)")
