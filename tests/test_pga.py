@@ -14,7 +14,7 @@ from analysis.geometry.ranks import (
     sort_rows,
     spearman_many,
     spearman_quantised,
-    spearman_sorted,
+    spearman_ranked,
 )
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
@@ -165,14 +165,14 @@ def test_exact_ranks_against_a_shared_reference_equal_scipy_on_planted_tied_and_
     rows = rows.astype(np.float32)
     varying = [0, 1, 2, 3, 5, 6, 7, 8]
     for ref in (reference, np.round(reference, 1), np.where(reference > 0, reference, 0)):  # no, many, one long run
-        ours = spearman_sorted(ranked_reference(torch.tensor(ref)), torch.tensor(rows)).numpy()
+        ours = spearman_ranked(ranked_reference(torch.tensor(ref)), torch.tensor(rows)).numpy()
         np.testing.assert_allclose(ours[varying], plain_spearman(ref, rows[varying]), rtol=0, atol=1e-12)
         assert np.isnan(ours[4])
         np.testing.assert_allclose(ours, spearman_many(centred_ranks(torch.tensor(ref)), torch.tensor(rows)).numpy(),
                                    atol=1e-12)  # the gathering path, and the GPU's
-    assert spearman_sorted(ranked_reference(torch.tensor(reference)), torch.tensor(rows[:1]))[0] > 0.9
+    assert spearman_ranked(ranked_reference(torch.tensor(reference)), torch.tensor(rows[:1]))[0] > 0.9
     unrelated = rng.standard_normal((4, 20000)).astype(np.float32)
-    found = spearman_sorted(ranked_reference(torch.tensor(reference)), torch.tensor(unrelated)).numpy()
+    found = spearman_ranked(ranked_reference(torch.tensor(reference)), torch.tensor(unrelated)).numpy()
     assert np.all(np.abs(found) < 0.04)  # nothing planted: nothing found
 
 

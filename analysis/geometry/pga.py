@@ -41,7 +41,7 @@ import torch
 
 from analysis.errors import InputError, require
 from analysis.geometry.ccr import PCA, fit_pca, remove_components
-from analysis.geometry.ranks import centred_ranks_quantised, ranked_reference, spearman_quantised, spearman_sorted
+from analysis.geometry.ranks import centred_ranks_quantised, ranked_reference, spearman_quantised, spearman_ranked
 from analysis.geometry.readout import ReadoutBasis
 from analysis.geometry.spectral import spectral_metrics
 from analysis.models.devices import pick_device
@@ -273,7 +273,7 @@ def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, design: PairDes
         reference = centred_ranks_quantised(full)
         correlate = partial(spearman_quantised, reference)
     else:
-        correlate = partial(spearman_sorted, ranked_reference(full))
+        correlate = partial(spearman_ranked, ranked_reference(full))
     points = corrected.to(bases.dtype)
     if k >= BATCHED_FROM_K:  # one batched matmul straight into [m, n, k]
         projected = torch.matmul(points[None], bases).float()

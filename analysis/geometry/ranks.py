@@ -11,7 +11,7 @@ On the CPU the sort is numpy's vectorised sort of 64-bit keys ``(order-preservin
 value) << 32 | position``, a few rows at a time on every core: one key sort yields both the order and
 the ties, 5-7x faster than ``torch.sort`` of the values (``bench/pga.py`` prints both).
 
-``spearman_sorted`` is the exact path of the PGA sweep, whose rows share one reference: each key carries
+``spearman_ranked`` is the exact path of the PGA sweep, whose rows share one reference: each key carries
 the reference's rank ``p`` of its column in place of the column (``RankedReference.position``), so the key
 sort yields the reference's rank ``p_j`` of the row's j-th smallest value and the numerator is the integer
 dot ``sum_j j p_j``: no gather of the reference per value. The reference's few tie runs are corrected with
@@ -154,7 +154,7 @@ def ranked_reference(values: torch.Tensor) -> RankedReference:
     return RankedReference(position.cpu().numpy(), centred, tied.cpu().numpy(), shift[shift != 0].cpu().numpy())
 
 
-def _sorted_task(reference: RankedReference, n: int):
+def _ranked_task(reference: RankedReference, n: int):
     """``task(values [a few, n] float32 numpy)`` -> (numerators, norms) of rho: with ``c = (n - 1) / 2``, the keys
     ``value << 32 | p`` sorted give ``sum_j (j - c)(p_j - c) = sum_j j p_j - n c^2``, the row's tie runs shift ``j``
     (their ``p_j`` are at hand), the reference's shift its tied columns, weighted by the row's average ranks
@@ -194,12 +194,12 @@ def _sorted_task(reference: RankedReference, n: int):
     return task
 
 
-def spearman_sorted(reference: RankedReference, rows: torch.Tensor) -> torch.Tensor:
+def spearman_ranked(reference: RankedReference, rows: torch.Tensor) -> torch.Tensor:
     """``[m]`` Spearman correlations of each row of ``rows`` ``[m, n]`` with one reference: equal to
     :func:`spearman_many` (ties averaged; NaN for a constant row), without gathering the reference per value."""
     if not _key_sorted(rows):
         return spearman_many(reference.centred, rows)
-    parts = _row_tasks(rows, _sorted_task(reference, rows.shape[1]))
+    parts = _row_tasks(rows, _ranked_task(reference, rows.shape[1]))
     numerator, norms = (np.concatenate(part) for part in zip(*parts, strict=True))
     with np.errstate(divide="ignore", invalid="ignore"):
         return torch.from_numpy(numerator / (reference.norm * norms))
