@@ -269,10 +269,12 @@ def _scope(view: ViewState, loaded: LoadedModel) -> str:
 
 
 def exact_task(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
-               shows: bool = True, group: str = "Exact curve") -> Task:
+               shows: bool = True, group: str = "Exact curve", states_in_task: bool = False) -> Task:
     """The exact run as background work: the page shows its preview meanwhile and reruns when it is done
-    (``shows``); as fill (``shows=False``) at the lowest priority."""
-    settings, text, held = _settings(loaded, view, k, ccrs), corpus(view), states(view, loaded)
+    (``shows``); as fill (``shows=False``) at the lowest priority. ``states_in_task``: the task reads (or computes)
+    the hidden states itself, for a page that has not got them yet."""
+    settings, text = _settings(loaded, view, k, ccrs), corpus(view)
+    held = None if states_in_task else states(view, loaded)
 
     def run(progress, slot) -> None:
         analyses.model_pga(loaded, text, view.sampling, settings, compute=view.compute, progress=progress,
@@ -472,21 +474,15 @@ def stored_or_preview_probes(view: ViewState, loaded: LoadedModel, data: Labelle
 def probes_tasks(view: ViewState, loaded: LoadedModel, data: Labelled, run: ProbeRun) -> list[Task]:
     """What ``run`` lacks, as background work the page shows when done: every text pooled, the exact z (after
     the hidden states, when they are not at hand yet)."""
-    text, settings, scope = corpus(view), _settings(loaded, view, None, None), _scope(view, loaded)
     tasks = []
     if run.of_texts is not None:
         def pool(progress, _slot) -> None:
             analyses.model_probes(loaded, data, view.seed, progress=progress)
 
         tasks.append(Task(f"all {run.of_texts} texts", "Probes", Priority.NEXT, pool, loaded.ref.identity,
-                          f"{scope}|{data.digest}", shows=True))
+                          f"{_scope(view, loaded)}|{data.digest}", shows=True))
     if run.pga is None or run.pga.preview:
-        def exact(progress, slot) -> None:
-            analyses.model_pga(loaded, text, view.sampling, settings, compute=view.compute, progress=progress,
-                               slot=slot)
-
-        tasks.append(Task(f"k = {settings.ks[0]}, CCR-{settings.ccrs[0]}", "Exact curve", Priority.NEXT, exact,
-                          loaded.ref.identity, scope, shows=True))
+        tasks.append(exact_task(view, loaded, states_in_task=run.pga is None))
     return tasks
 
 

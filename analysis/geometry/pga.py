@@ -168,9 +168,14 @@ class LayerPGA(NullMoments):
 PAPER_K = 100  # the readout dimension the paper uses
 
 
+def capped_k(k: int, d: int) -> int:
+    """``k`` at most d / 4 (at least 1): at k = d every subspace keeps every distance (no z)."""
+    return min(k, max(1, d // 4))
+
+
 def default_k(d: int) -> int:
-    """The paper's k = 100, but at most d / 4: at k = d every subspace keeps every distance (no z)."""
-    return min(PAPER_K, max(1, d // 4))
+    """The paper's k = 100, capped for a width of ``d`` (:func:`capped_k`)."""
+    return capped_k(PAPER_K, d)
 
 
 def check_layers(layers, n_entries: int) -> None:

@@ -207,16 +207,7 @@ def spearman_ranked(reference: RankedReference, rows: torch.Tensor) -> torch.Ten
 
 def centred_ranks(values: torch.Tensor) -> torch.Tensor:
     """``[n]`` average ranks of a vector minus their mean, float64, in the original order."""
-    sorted_values, order = (part[0] for part in sort_rows(values[None]))
-    n = values.shape[-1]
-    ranks = torch.arange(n, device=values.device, dtype=torch.float64) - (n - 1) / 2
-    _, run_start, run_length = _tie_runs(sorted_values[None])
-    if len(run_start):
-        owner, offset = _run_members(run_start, run_length)
-        ranks[run_start[owner] + offset] += ((run_length[owner] - 1) / 2 - offset).double()
-    centred = torch.empty_like(ranks)
-    centred[order] = ranks
-    return centred
+    return ranked_reference(values).centred
 
 
 LEVELS = 2**16  # quantisation levels of a preview's ranks

@@ -307,15 +307,15 @@ def model_probes(loaded: LoadedModel, data: Labelled, seed: int = 0, pga: PGARun
     a seeded subset of the texts (``preview_texts``), seconds instead of a minute, for the page to draw first;
     ``stored_only``: None unless every text's pooled states are cached. A subset that misses a class (fewer than
     two texts of it) or holds every text is no preview: all texts are pooled."""
+    chosen = [data.labels[i] for i in preview_texts(len(data.texts), seed)]
     if preview:
-        chosen = Counter(data.labels[i] for i in preview_texts(len(data.texts), seed))
-        preview = sum(chosen.values()) < len(data.texts) and chosen.keys() == set(data.labels) and min(
-            chosen.values()) >= 2
+        counts = Counter(chosen)
+        preview = len(chosen) < len(data.texts) and counts.keys() == set(data.labels) and min(counts.values()) >= 2
     pooled = model_pooled(loaded, data.texts, progress=progress, cache=cache, seed=seed, preview=preview,
                           stored_only=stored_only)
     if pooled is None:
         return None
-    labels = [data.labels[i] for i in preview_texts(len(data.texts), seed)] if preview else data.labels
+    labels = chosen if preview else data.labels
     result = probe_layers(pooled, labels, seed=seed)
     return ProbeRun(loaded.ref.label, loaded.ref.identity, data.name, result, pga,
                     len(data.texts) if preview else None)

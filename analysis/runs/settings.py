@@ -26,6 +26,7 @@ from dataclasses import dataclass, fields, replace
 from analysis.errors import require
 from analysis.geometry.pga import PAPER_K as PAPER_K  # re-exported: the pages ask settings for it
 from analysis.geometry.pga import PGASettings, default_k
+from analysis.geometry.pga import capped_k as capped_k  # re-exported: one k asked of several models
 from analysis.models.builtin import BUILTIN_NAME
 from analysis.models.devices import cpu_has_native_bf16, pick_device
 
@@ -121,11 +122,6 @@ def k_grid(d: int) -> tuple[int, ...]:
     top = max(1, d // 2)
     powers = [2**i for i in range(top.bit_length()) if 2**i <= top]
     return tuple(sorted({*powers, top, default_k(d)}))
-
-
-def capped_k(k: int, d: int) -> int:
-    """One k asked of several models: at most d / 4 of each (``default_k``'s cap), at least 1."""
-    return min(k, max(1, d // 4))
 
 
 def ccr_depths() -> list[int]:
