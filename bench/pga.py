@@ -5,13 +5,14 @@ k = 100, R = 100 (CCR-1).
 - reference: per layer, numpy/scipy cosine distances (``pdist``) and ``scipy.stats.spearmanr`` for
   the readout and each null subspace, one at a time;
 - sort bounds: sorting (R + 1) x n_pairs float32 values per layer, the floor for any comparison-sort
-  rank statistic over all pairs: with ``torch.sort``, and with the key sort the engine uses on a CPU;
+  rank statistic over all pairs (the engine ranks by a radix sort instead): with ``torch.sort``, and with
+  numpy's key sort of 64-bit keys, the fastest comparison sort here;
 - the machine's floor: the sweep's matmuls (each subspace's projection [N, d] x [d, k] and Gram matrix
   [N, k] x [k, N], and the full space's Gram matrix) at the GEMM rate measured here on a matmul of the
   projection's shape, plus one linear pass (a copy) over each subspace's pair values; the exact sweep is
   reported as a multiple of it;
 - preview: the same sweep on ``preview_settings`` (pairs inside blocks of 128 tokens, the first 30 null
-  draws, 16-bit ranks), each layer's PCA not yet remembered, and again remembered (a slider move on
+  draws), each layer's PCA not yet remembered, and again remembered (a slider move on
   states already analysed);
 - warm slider: one layer recomputed for a new k from states already in memory.
 Usage: python bench/pga.py [--layers 31] [--n 512] [--d 576] [--device auto] [--skip-reference]
@@ -50,10 +51,10 @@ def seconds(work, device: torch.device) -> float:
 
 
 def gemm_rate(n: int, d: int, width: int, device: torch.device) -> float:
-    """FLOP/s of a float32 matmul [n, d] x [d, width] on this machine (best of three)."""
+    """FLOP/s of a float32 matmul [n, d] x [d, width] on this machine (best of ten: the rate it can reach)."""
     a, b = torch.randn(n, d, device=device), torch.randn(d, width, device=device)
     a @ b  # warm-up
-    return 2 * n * d * width / min(seconds(lambda: a @ b, device) for _ in range(3))
+    return 2 * n * d * width / min(seconds(lambda: a @ b, device) for _ in range(10))
 
 
 def machine_floor(layers: int, n: int, d: int, k: int, subspaces: int, device: torch.device) -> tuple[float, dict]:
@@ -119,7 +120,7 @@ def main() -> None:
     print(f"machine floor:            {floor:8.2f} s   (matmuls {parts['matmuls']:.2f} s at "
           f"{parts['GEMM GFLOP/s']:.0f} GFLOP/s, one linear pass over the pairs {parts['linear pass']:.2f} s)")
     print(f"exact sweep / machine floor: {t_ours / floor:.2f}x (goal <= 2x)")
-    print(f"preview ({quick.pair_blocks}-token blocks, R' = {quick.n_null}, {quick.ranks} ranks, "
+    print(f"preview ({quick.pair_blocks}-token blocks, R' = {quick.n_null}, "
           f"{quick.projection} projection): {t_cold:.2f} s, "
           f"{t_warm:.2f} s with each layer's PCA remembered ({t_ours / t_warm:.1f}x less than exact)")
     print(f"warm slider (1 layer, new k): {t_slider:.2f} s")

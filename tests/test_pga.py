@@ -9,11 +9,9 @@ from analysis.geometry.ccr import fit_pca, remove_components
 from analysis.geometry.pga import PGASettings, null_bases, pga_sweep, sample_pairs
 from analysis.geometry.ranks import (
     centred_ranks,
-    centred_ranks_quantised,
     ranked_reference,
     sort_rows,
     spearman_many,
-    spearman_quantised,
     spearman_ranked,
 )
 from analysis.geometry.readout import readout_basis
@@ -208,38 +206,6 @@ def test_exact_sweep_equals_scipy_on_planted_states_at_k_1_and_on_a_tiny_model(t
         assert result.rho_readout == pytest.approx(rhos[0], abs=1e-6)
         np.testing.assert_allclose(result.null, rhos[1:], atol=1e-6)
         assert result.z == pytest.approx((rhos[0] - rhos[1:].mean()) / rhos[1:].std(ddof=1), abs=1e-4)
-
-
-def quantise(row: np.ndarray) -> np.ndarray:
-    """A plain 16-bit quantisation of one row over its range (the preview's levels)."""
-    return np.floor((row - row.min()) * (65535 / (row.max() - row.min()))).astype(np.float64)
-
-
-def test_16_bit_ranks_give_spearman_to_a_millionth_with_ties_and_constant_rows():
-    rng = np.random.default_rng(2)
-    reference = rng.standard_normal(30000)
-    rows = np.tanh(0.3 * (reference + rng.standard_normal((8, 30000)) * np.linspace(0.1, 4, 8)[:, None]))
-    rows[1, :500] = rows[1, 500:1000]  # exact ties (duplicate tokens give equal similarities)
-    rows[2] = np.round(rows[2], 2)  # heavy ties
-    rows[3] = -rows[3]  # anti-correlated
-    rows[4] = 0.5  # constant
-    rows[7] = np.sign(rows[7])  # two values only: the cosines of a one-dimensional projection
-    typed = torch.tensor(rows, dtype=torch.float32)
-    reference_ranks = centred_ranks(torch.tensor(reference, dtype=torch.float32))
-    exact = spearman_many(reference_ranks, typed).numpy()
-    quantised = spearman_quantised(reference_ranks, typed).numpy()
-    varying = [0, 1, 2, 3, 5, 6, 7]
-    expected = [scipy.stats.spearmanr(reference, r).statistic for r in typed.double().numpy()[varying]]
-    np.testing.assert_allclose(quantised[varying], expected, atol=2e-6)
-    plain = [scipy.stats.spearmanr(reference, quantise(r)).statistic for r in typed.numpy()[[2, 7]]]
-    np.testing.assert_allclose(quantised[[2, 7]], plain, atol=1e-12)  # most values tie: ranks averaged
-    assert np.isnan(quantised[4]) and np.isnan(exact[4])
-    assert quantised[3] < -0.3 < 0.9 < quantised[0]
-    both = spearman_quantised(centred_ranks_quantised(torch.tensor(reference, dtype=torch.float32)), typed).numpy()
-    np.testing.assert_allclose(both[varying], expected, atol=2e-6)  # the reference by 16 bits too
-    unrelated = spearman_quantised(reference_ranks, torch.tensor(rng.standard_normal((4, 30000)),
-                                                                 dtype=torch.float32)).numpy()
-    assert np.all(np.abs(unrelated) < 0.03)  # nothing planted: nothing found
 
 
 def test_key_sort_orders_like_a_stable_sort_with_signed_zeros_and_ties():

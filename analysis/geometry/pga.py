@@ -20,9 +20,7 @@ states (``analysis.geometry.spectral``).
 
 Option ``ccr_fit="half"``: the mean and components are fitted on a seeded random half of the
 tokens, and everything is scored on the other half (N halves). For previews: ``projection="bfloat16"``
-multiplies ``H V`` for every subspace in bfloat16 (4x faster where the CPU has bfloat16 arithmetic), and
-``ranks="16-bit"`` ranks the similarities by their 16-bit quantised values
-(``analysis.geometry.ranks.spearman_quantised``: rho to ~1e-6, a radix sort instead of a key sort).
+multiplies ``H V`` for every subspace in bfloat16 (4x faster where the CPU has bfloat16 arithmetic).
 
 Each layer's principal components are kept in memory (a few MB, keyed by the states' bytes), so a
 new k or CCR depth on states seen before skips the PCA.
@@ -41,7 +39,7 @@ import torch
 
 from analysis.errors import InputError, require
 from analysis.geometry.ccr import PCA, fit_pca, remove_components
-from analysis.geometry.ranks import centred_ranks_quantised, ranked_reference, spearman_quantised, spearman_ranked
+from analysis.geometry.ranks import ranked_reference, spearman_ranked
 from analysis.geometry.readout import ReadoutBasis
 from analysis.geometry.spectral import spectral_metrics
 from analysis.models.devices import pick_device
@@ -66,7 +64,6 @@ class PGASettings:
     max_pairs: int | None = None
     pair_blocks: int | None = None
     projection: str = "float32"
-    ranks: str = "exact"
     ccr_fit: str = "same"
     n_pcs: int = 10
     alpha_fit: tuple[int, int] = (1, 100)
@@ -85,15 +82,12 @@ class PGASettings:
         require(self.max_pairs is None or self.pair_blocks is None, "Give max_pairs or pair_blocks, not both.")
         require(self.projection in ("float32", "bfloat16"),
                 f"projection must be 'float32' or 'bfloat16'; got {self.projection!r}.")
-        require(self.ranks in ("exact", "16-bit"), f"ranks must be 'exact' or '16-bit'; got {self.ranks!r}.")
 
     @property
     def spec(self) -> dict:
-        """The settings as plain JSON, for cache keys. ``ranks`` and ``preview`` appear only when not exact, so
-        the keys of exact results stay those they had before previews existed."""
+        """The settings as plain JSON, for cache keys. ``preview`` appears only in a preview's, so the keys of exact
+        results stay those they had before previews existed."""
         spec = {**asdict(self), "ks": list(self.ks), "ccrs": list(self.ccrs), "alpha_fit": list(self.alpha_fit)}
-        if self.ranks == "exact":
-            del spec["ranks"]
         if not self.preview:
             del spec["preview"]
         return spec
@@ -262,11 +256,10 @@ def _similarities(points: torch.Tensor, block: int, flat: torch.Tensor) -> torch
     return gram.reshape(len(points), -1).index_select(1, flat)
 
 
-def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, design: PairDesign, ranks: str = "exact",
+def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, design: PairDesign,
                    pause: Callable[[], None] | None = None) -> np.ndarray:
     """Spearman rho of full-space vs projected similarities for each basis in ``bases`` ``[m, d, k]``
-    (bfloat16 bases: the projection is multiplied in bfloat16, the rest in float32; ``ranks="16-bit"``: the
-    similarities ranked by their 16-bit quantised values, :func:`spearman_quantised`). ``pause`` is called between
+    (bfloat16 bases: the projection is multiplied in bfloat16, the rest in float32). ``pause`` is called between
     chunks of at most ``CHUNK_SUBSPACES`` subspaces."""
     if design.block != len(corrected):  # blocks: the tokens in block order, each block consecutive
         corrected = corrected[torch.as_tensor(design.order, device=corrected.device)]
@@ -274,18 +267,14 @@ def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, design: PairDes
     m, _, k = bases.shape
     flat = torch.as_tensor(design.flat, device=corrected.device)
     full = _similarities(corrected[None], design.block, flat)[0]
-    if ranks == "16-bit":
-        reference = centred_ranks_quantised(full)
-        correlate = partial(spearman_quantised, reference)
-    else:
-        correlate = partial(spearman_ranked, ranked_reference(full))
+    correlate = partial(spearman_ranked, ranked_reference(full))
     points = corrected.to(bases.dtype)
     if k >= BATCHED_FROM_K:  # one batched matmul straight into [m, n, k]
         projected = torch.matmul(points[None], bases).float()
     else:  # one wide matmul, then [m, n, k] (3x faster Grams after)
         projected = (points @ bases.permute(1, 0, 2).reshape(d, m * k)).float()
         projected = projected.reshape(n, m, k).permute(1, 0, 2).contiguous()
-    per_subspace = n * design.block * 4 + design.n_pairs * 28
+    per_subspace = (n * design.block + design.n_pairs) * 4  # its Gram matrices and its pairs, float32
     chunk = max(1, min(CHUNK_SUBSPACES, MEMORY_BUDGET_BYTES // per_subspace))
     rhos = []
     for start in range(0, m, chunk):
@@ -439,7 +428,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
             corrected32 = corrected.to(torch.float32)
             for k in settings.ks:
                 report(progress, "PGA by layer", done, total)
-                rhos = _subspace_rhos(corrected32, candidates[k], design, settings.ranks, pause)
+                rhos = _subspace_rhos(corrected32, candidates[k], design, pause)
                 rho, null = float(rhos[0]), rhos[1:]
                 angles, shares = _angles(pca.components, readouts[k], settings.n_pcs)
                 if centred_cov_trace <= 0:  # identical states: no principal direction, no angle

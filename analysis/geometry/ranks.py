@@ -11,28 +11,22 @@ On the CPU the sort is numpy's vectorised sort of 64-bit keys ``(order-preservin
 value) << 32 | position``, a few rows at a time on every core: one key sort yields both the order and
 the ties, 5-7x faster than ``torch.sort`` of the values (``bench/pga.py`` prints both).
 
-``spearman_ranked`` is the exact path of the PGA sweep, whose rows share one reference: each key carries
-the reference's rank ``p`` of its column in place of the column (``RankedReference.position``), so the key
-sort yields the reference's rank ``p_j`` of the row's j-th smallest value and the numerator is the integer
-dot ``sum_j j p_j``: no gather of the reference per value. The reference's few tie runs are corrected with
-the row's average ranks of the tied columns, found by binary search in the sorted row.
-
-For previews, ``spearman_quantised`` ranks each row by its values quantised to 16 bits over the row's
-range (65,536 levels), sorted by numpy's radix sort (the stable argsort of ``uint16``), ties broken by
-position: no 64-bit keys and no tie correction, within ~1e-6 of the exact rho on 10^4-10^5 continuous
-values (tested), 3-5x cheaper. A row where most values tie (a one-dimensional subspace, whose cosines
-are all +-1) gets average ranks instead, as the exact path gives.
+``spearman_ranked`` is the path of the PGA sweep, whose rows share one reference: ranked once
+(:class:`RankedReference`), then each row by a compiled radix sort whose keys carry the reference's place of
+their column (``analysis.geometry.radix``): no comparison sort and no gather per value, ties averaged on both
+sides, rho equal to the plain reference (tested).
 """
 
 from __future__ import annotations
 
-import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from analysis.geometry.radix import rho_parts
 
 TASK_VALUES = 2**20  # values sorted per task: a few rows of 10^5 pairs, most rows of 10^4
 WORKERS = max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
@@ -112,25 +106,15 @@ def _ranked_dot(gathered: torch.Tensor, sorted_values: torch.Tensor):
     return numerator, norm_sq.sqrt()
 
 
-def _runs_np(row: np.ndarray, pos: np.ndarray):
-    """:func:`_tie_runs` from the ``(row, position)`` of each sorted value equal to the next one, in numpy:
-    (row, first position, length) of each run."""
-    new = np.ones(len(row), dtype=bool)
-    new[1:] = (row[1:] != row[:-1]) | (pos[1:] != pos[:-1] + 1)
-    length = np.bincount(np.cumsum(new) - 1) + 1
-    return row[new], pos[new], length
-
-
 @dataclass(frozen=True)
 class RankedReference:
-    """A reference vector ``[n]`` ranked once for many rows: ``position`` ``[n]`` int64 (each column's place in
-    the reference's stable ascending order), ``centred`` ``[n]`` float64 (its centred average ranks, as
-    :func:`centred_ranks`), the columns inside its tie runs ``tied`` ``[T]`` and their ``shift`` ``[T]`` (average
-    rank minus plain rank ``position - (n - 1) / 2``)."""
+    """A reference vector ``[n]`` ranked once for many rows: ``place`` ``[n]`` int64 (each column's place in the
+    reference's stable ascending order), ``centred`` ``[n]`` float64 (its centred average ranks, as
+    :func:`centred_ranks`) and ``shift`` ``[n]`` float64 by place (average rank minus place: nonzero only inside
+    the reference's tie runs)."""
 
-    position: np.ndarray
+    place: np.ndarray
     centred: torch.Tensor
-    tied: np.ndarray
     shift: np.ndarray
 
     @property
@@ -148,59 +132,24 @@ def ranked_reference(values: torch.Tensor) -> RankedReference:
     if len(run_start):
         owner, offset = _run_members(run_start, run_length)
         shift[run_start[owner] + offset] = ((run_length[owner] - 1) / 2 - offset).double()
-    position, centred = torch.empty_like(order), torch.empty_like(plain)
-    position[order], centred[order] = torch.arange(n, device=values.device), plain + shift
-    tied = order[shift != 0]
-    return RankedReference(position.cpu().numpy(), centred, tied.cpu().numpy(), shift[shift != 0].cpu().numpy())
-
-
-def _ranked_task(reference: RankedReference, n: int):
-    """``task(values [a few, n] float32 numpy)`` -> (numerators, norms) of rho: with ``c = (n - 1) / 2``, the keys
-    ``value << 32 | p`` sorted give ``sum_j (j - c)(p_j - c) = sum_j j p_j - n c^2``, the row's tie runs shift ``j``
-    (their ``p_j`` are at hand), the reference's shift its tied columns, weighted by the row's average ranks
-    there (binary search in the sorted row)."""
-    c = (n - 1) / 2
-    positions = np.arange(n, dtype=np.int64)
-
-    def task(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        bits = (values + np.float32(0)).view(np.int32)  # + 0 makes -0.0 into +0.0
-        bits ^= (bits >> 31) & _MAGNITUDE  # now monotone in the value
-        keys = bits.astype(np.int64)
-        keys <<= 32
-        keys |= reference.position
-        keys.sort(axis=-1)
-        ranks = keys & _LOW
-        numerator = (ranks @ positions).astype(np.float64) - n * c * c
-        norm_sq = np.full(len(values), n * (n * n - 1) / 12)
-        values_only = keys >> 32
-        tie = np.flatnonzero(values_only[:, 1:] == values_only[:, :-1])
-        if len(tie):
-            run_row, run_start, run_length = _runs_np(tie // (n - 1), tie % (n - 1))
-            owner = np.repeat(np.arange(len(run_row)), run_length)
-            offset = np.arange(len(owner)) - np.repeat(np.cumsum(run_length) - run_length, run_length)
-            rows, at = run_row[owner], run_start[owner] + offset
-            shift = (run_length[owner] - 1) / 2 - offset
-            numerator += np.bincount(rows, shift * (ranks[rows, at] - c), minlength=len(values))
-            t = run_length.astype(np.float64)
-            norm_sq -= np.bincount(run_row, (t**3 - t) / 12, minlength=len(values))
-        if len(reference.tied):
-            for i, sorted_row in enumerate(values_only):
-                wanted = bits[i, reference.tied]
-                average = (np.searchsorted(sorted_row, wanted, "left") + np.searchsorted(sorted_row, wanted, "right")
-                           - 1) / 2
-                numerator[i] += reference.shift @ (average - c)
-        return numerator, np.sqrt(norm_sq)
-
-    return task
+    place, centred = torch.empty_like(order), torch.empty_like(plain)
+    place[order], centred[order] = torch.arange(n, device=values.device), plain + shift
+    return RankedReference(place.cpu().numpy(), centred, shift.cpu().numpy())
 
 
 def spearman_ranked(reference: RankedReference, rows: torch.Tensor) -> torch.Tensor:
     """``[m]`` Spearman correlations of each row of ``rows`` ``[m, n]`` with one reference: equal to
-    :func:`spearman_many` (ties averaged; NaN for a constant row), without gathering the reference per value."""
+    :func:`spearman_many` (ties averaged; NaN for a constant row). On the CPU a compiled radix sort of each row
+    carrying the reference's places (:func:`analysis.geometry.radix.rho_parts`), a few rows per core."""
     if not _key_sorted(rows):
         return spearman_many(reference.centred, rows)
-    parts = _row_tasks(rows, _ranked_task(reference, rows.shape[1]))
-    numerator, norms = (np.concatenate(part) for part in zip(*parts, strict=True))
+
+    def task(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        numerators, norms = np.empty(len(values)), np.empty(len(values))
+        rho_parts(values, reference.place, reference.shift, numerators, norms)
+        return numerators, norms
+
+    numerator, norms = (np.concatenate(part) for part in zip(*_row_tasks(rows, task), strict=True))
     with np.errstate(divide="ignore", invalid="ignore"):
         return torch.from_numpy(numerator / (reference.norm * norms))
 
@@ -208,62 +157,6 @@ def spearman_ranked(reference: RankedReference, rows: torch.Tensor) -> torch.Ten
 def centred_ranks(values: torch.Tensor) -> torch.Tensor:
     """``[n]`` average ranks of a vector minus their mean, float64, in the original order."""
     return ranked_reference(values).centred
-
-
-LEVELS = 2**16  # quantisation levels of a preview's ranks
-HEAVY_TIES = 0.5  # a row where more than this share of its values ties with a neighbour gets average ranks
-
-
-def _quantised(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(each row of ``values`` ``[m, n]`` quantised to 16 bits over the row's range, uint16; whether each row
-    varies ``[m]``)."""
-    low = values.min(axis=1, keepdims=True)
-    span = values.max(axis=1, keepdims=True) - low
-    return ((values - low) * ((LEVELS - 1) / np.where(span > 0, span, 1))).astype(np.uint16), span[:, 0] > 0
-
-
-def _quantised_task(reference: np.ndarray):
-    """``task(values [a few, n])`` -> (numerators, norms) of rho against the reference's centred ranks ``[n]``:
-    each row ranked by its 16-bit levels in numpy's radix sort (the stable argsort of ``uint16``), ties by
-    position, or averaged (:func:`_ranked_dot`) where more than ``HEAVY_TIES`` of its values tie (the cosines
-    of a one-dimensional projection are all +-1); NaN for a constant row."""
-    n = len(reference)
-    plain = np.arange(n, dtype=np.float64) - (n - 1) / 2
-
-    def task(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        levels, varies = _quantised(values)
-        order = np.argsort(levels, axis=1, kind="stable")
-        sorted_levels = np.take_along_axis(levels, order, axis=1)
-        gathered = np.take(reference, order)
-        numerator = np.einsum("ij,j->i", gathered, plain)  # not BLAS: no threads inside threads
-        norms = np.full(len(values), math.sqrt(n * (n * n - 1) / 12))  # ||plain||
-        tied = np.count_nonzero(sorted_levels[:, 1:] == sorted_levels[:, :-1], axis=1)
-        heavy = np.flatnonzero(varies & (tied > HEAVY_TIES * n))
-        if len(heavy):
-            averaged = _ranked_dot(torch.from_numpy(gathered[heavy]), torch.from_numpy(sorted_levels[heavy]))
-            numerator[heavy], norms[heavy] = (part.numpy() for part in averaged)
-        return np.where(varies, numerator, np.nan), norms
-
-    return task
-
-
-def centred_ranks_quantised(values: torch.Tensor) -> torch.Tensor:
-    """``[n]`` average ranks of a vector's values quantised to 16 bits, minus their mean, float64, in the
-    original order: :func:`centred_ranks` for previews."""
-    levels, _ = _quantised(values.detach().cpu().float().numpy()[None])
-    return centred_ranks(torch.from_numpy(levels[0].astype(np.float32))).to(values.device)
-
-
-def spearman_quantised(reference_centred: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``[m]`` Spearman correlations of each row of ``rows`` ``[m, n]`` with one reference vector, each row
-    ranked by its values quantised to 16 bits over its range (ties by position; averaged where they are
-    most of the row): :func:`spearman_many` to ~1e-6 on continuous values, for previews (NaN for a constant
-    row, as there). ``torch.sort`` (exact ranks) off the CPU."""
-    if not _key_sorted(rows):
-        return spearman_many(reference_centred, rows)
-    parts = _row_tasks(rows, _quantised_task(reference_centred.cpu().numpy()))
-    numerator, norms = (np.concatenate(part) for part in zip(*parts, strict=True))
-    return torch.from_numpy(numerator / (float(reference_centred.norm()) * norms))
 
 
 def spearman_many(reference_centred: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

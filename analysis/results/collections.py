@@ -35,10 +35,9 @@ def pga_rows(results: list[LayerPGA]) -> list[dict]:
 
 def preview_words(settings: dict, pairs: str) -> str:
     """What a preview (``PGASettings.spec``) was computed on: "32,512 pairs inside blocks of 128 tokens,
-    30 null draws, 16-bit ranks, bfloat16 projection"."""
+    30 null draws, bfloat16 projection"."""
     words = [pairs + (f" inside blocks of {settings['pair_blocks']} tokens" if settings.get("pair_blocks") else ""),
              f"{settings['n_null']} null draws"]
-    words += ["16-bit ranks"] if settings.get("ranks") == "16-bit" else []
     words += ["bfloat16 projection"] if settings.get("projection") == "bfloat16" else []
     return ", ".join(words)
 

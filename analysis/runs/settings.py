@@ -14,7 +14,7 @@ every caption or export states the settings a result was computed with (carried 
 | the report's CCR depths | 1, 5, 10 | the triage report |
 | histogram bins | 300 | the cosine histogram |
 | sensitivity delta | 0.005 | capacity at eps +- delta |
-| preview | ``preview_settings`` (``preview=True``): 128-token pair blocks, 30 nulls, 16-bit ranks | never stored |
+| preview | ``preview_settings`` (``preview=True``): 128-token pair blocks, 30 nulls | never stored |
 | token map preview | the top two principal components after CCR | the plane drawn while UMAP runs |
 """
 
@@ -100,12 +100,12 @@ PREVIEW_N_NULL = 30
 def preview_settings(settings: PGASettings, device: str = "auto") -> PGASettings:
     """The same statistic on less work, for a curve drawn at once: every pair inside seeded random blocks
     of 128 tokens (each token in 127 pairs; 32,512 of the 130,816 pairs at N = 512, the same for the readout
-    and every null draw), the first 30 of the R null draws, the projected similarities ranked by their
-    16-bit quantised values, and on a CPU with bfloat16 arithmetic the projection multiplied in bfloat16.
+    and every null draw), the first 30 of the R null draws, and on a CPU with bfloat16 arithmetic the
+    projection multiplied in bfloat16.
     Measured against the exact curve in BENCHMARKS.md; rejected there: fewer tokens (z depends on them),
     the pairs inside blocks of 64 tokens with all 100 draws (three times the work for the same agreement)."""
     fast_bf16 = pick_device(device).type == "cpu" and cpu_has_native_bf16()
-    return replace(settings, pair_blocks=PREVIEW_BLOCK, n_null=min(settings.n_null, PREVIEW_N_NULL), ranks="16-bit",
+    return replace(settings, pair_blocks=PREVIEW_BLOCK, n_null=min(settings.n_null, PREVIEW_N_NULL),
                    projection="bfloat16" if fast_bf16 else "float32", preview=True)
 
 
