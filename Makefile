@@ -20,7 +20,7 @@ setup: $(VENV)/.installed
 setup-dev: $(VENV)/.installed-dev
 
 app: setup
-	$(VENV)/bin/streamlit run app.py
+	$(PY) -m dashboard
 
 # Everything but the browser, the built-in model, Ray and UMAP's compilation.
 test: setup-dev

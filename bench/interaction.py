@@ -1,4 +1,5 @@
-"""What a user feels: the real app (`streamlit run app.py`) driven by chromium, from an empty results cache.
+"""What a user feels: the real app (`python -m dashboard`, as `make app` starts it) driven by chromium, from an
+empty results cache.
 
 Prints, in one run, with the machine's core count: the first-answer times of Triage (card, preview
 curve, verdict) and Readout alignment (preview, exact curve); for cache-missing moves of k and CCR
@@ -8,8 +9,9 @@ z's 95 % interval (the exact curves read back from the cache, the previews compu
 seeded, and never stored).
 
 Usage: python bench/interaction.py [--model smollm2-135m | --shape pythia-410m] [--n-tokens 512] [--moves 10]
-[--jumps 4] [--pause 0] (needs Debian's chromium and chromium-driver; ``--fetch``: the model is fetched and
-converted first; ``--shape``: a random model of that Pythia shape is saved with ``save_pretrained`` first).
+[--jumps 4] [--pause 0] [--first triage | readout] (needs Debian's chromium and chromium-driver; ``--fetch``: the
+model is fetched and converted first; ``--shape``: a random model of that Pythia shape is saved with
+``save_pretrained`` first; ``--first``: the page opened first on the empty cache).
 """
 
 import argparse
@@ -39,9 +41,9 @@ def free_port() -> int:
 def start_app(cache: Path, models: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "RG_CACHE_DIR": str(cache), "RG_MODELS_DIR": str(models), "RG_ALLOWED_ROOTS": str(cache)}
-    process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port",
-                                str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-                                "--server.fileWatcherType", "none"], cwd=ROOT, env=env,
+    process = subprocess.Popen([sys.executable, "-m", "dashboard", "--server.port", str(port), "--server.headless",
+                                "true", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                               cwd=ROOT, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
@@ -67,6 +69,7 @@ def browser():
 
 TITLE = ("const c = document.querySelectorAll('.js-plotly-plot')[0];"
          "return c && c.layout.title ? c.layout.title.text : '';")
+TEXT = "return document.querySelector('[data-testid=stMain]')?.textContent || '';"
 
 
 def wait_for(driver, condition, timeout: float = 1800) -> float:
@@ -83,6 +86,12 @@ def wait_for(driver, condition, timeout: float = 1800) -> float:
 
 def title(driver) -> str:
     return driver.execute_script(TITLE) or ""
+
+
+def text(driver) -> str:
+    """The page's text (not ``page_source``: serialising the whole DOM 20 times a second takes a core from the
+    server it measures)."""
+    return driver.execute_script(TEXT) or ""
 
 
 def slider_step(driver, label: str, key: str) -> None:
@@ -106,6 +115,8 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.0,
                         help="seconds to look at each exact curve before the next move (background fill runs)")
     parser.add_argument("--jumps", type=int, default=4, help="then this many jumps to a slider's end or start")
+    parser.add_argument("--first", choices=("triage", "readout"), default="triage",
+                        help="the page opened first, on the empty results cache")
     parser.add_argument("--fetch", action="store_true", help="start with no model fetched either (first fetch)")
     parser.add_argument("--shape", help="a random model of this Pythia shape (bench/gpu.py's SHAPES), saved first")
     args = parser.parse_args()
@@ -129,17 +140,17 @@ def main() -> None:
           f"{fetched}")
     visited = []
     try:
-        start = time.perf_counter()
-        driver.get(f"{url}/?{query}")
-        card = wait_for(driver, lambda d: "blocks, d_model" in d.page_source)
-        preview = wait_for(driver, lambda d: "Preview" in title(d) or "Peak z" in d.page_source) + card
-        verdict = wait_for(driver, lambda d: "Peak z" in d.page_source and "Preview" not in title(d)) + preview
-        print(f"Triage, first answer: card {card:.1f} s, z preview {preview:.1f} s, full verdict {verdict:.1f} s "
-              f"(page opened {time.perf_counter() - start:.1f} s ago)")
+        if args.first == "triage":
+            driver.get(f"{url}/?{query}")
+            card = wait_for(driver, lambda d: "blocks, d_model" in text(d))
+            preview = wait_for(driver, lambda d: "Preview" in title(d) or "Peak z" in text(d)) + card
+            verdict = wait_for(driver, lambda d: "Peak z" in text(d) and "Preview" not in title(d)) + preview
+            print(f"Triage, first answer: card {card:.1f} s, z preview {preview:.1f} s, full verdict {verdict:.1f} s")
         driver.get(f"{url}/readout?{query}")
         first = wait_for(driver, lambda d: "z by layer" in title(d))
         exact = wait_for(driver, lambda d: "z by layer" in title(d) and "Preview" not in title(d)) + first
-        print(f"Readout alignment, first answer: {first:.1f} s, exact {exact:.1f} s")
+        print(f"Readout alignment{' opened first' if args.first == 'readout' else ''}: first chart {first:.1f} s, "
+              f"exact curve {exact:.1f} s")
         print(f"\nEach move {args.pause:g} s after the exact curve of the last one is drawn")
         print(f"{'move':18} {'preview drawn':>14} {'exact drawn':>12}")
         k_label, ccr_label = "k (readout dimensions)", "CCR depth (components removed)"

@@ -1,4 +1,5 @@
-"""A real browser (Debian's chromium via Selenium) against `streamlit run` on a free localhost port.
+"""A real browser (Debian's chromium via Selenium) against the server `make app` starts (`python -m dashboard`,
+`streamlit run app.py` with the libraries loaded first) on a free localhost port.
 
 Waits on the app's own state (``data-test-script-state`` on the ``stApp`` element), never on sleeps.
 Screenshots go to ``$RG_SCREENSHOT_DIR`` (default: the test's temporary folder); the README's were
@@ -39,7 +40,7 @@ def sweep_store(tmp_path_factory) -> Path:
 def server(sweep_store):
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+        [sys.executable, "-m", "dashboard", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none"],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "RG_STORE": str(sweep_store)},
