@@ -6,30 +6,25 @@ model's architecture (about 2 s) and the compiled rank kernel. The first visitor
 about a second instead of after those imports (BENCHMARKS.md).
 """
 
+# isort: off
+import analysis  # noqa: F401  (first: its OpenMP setting must precede torch)
+# isort: on
 import sys
 from pathlib import Path
 
-import analysis  # noqa: F401  (first: its OpenMP setting must precede torch)
+import numpy as np
+import transformers.models.llama.modeling_llama  # noqa: F401  (the built-in model's architecture)
+from streamlit.web import cli
+
+import analysis.results.figures  # noqa: F401
+import analysis.runs.analyses  # noqa: F401
+from analysis.geometry.radix import rho_parts
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 
 
-def warm() -> None:
-    """Import what every page's first run needs, and load the rank kernel's compiled code."""
-    import numpy as np
-    import transformers.models.llama.modeling_llama  # noqa: F401  (the built-in model's architecture)
-
-    import analysis.results.figures  # noqa: F401
-    import analysis.runs.analyses  # noqa: F401
-    from analysis.geometry.radix import rho_parts
-
-    rho_parts(np.zeros((1, 3), np.float32), np.arange(3), np.zeros(3), np.empty(1), np.empty(1))
-
-
 def main() -> None:
-    from streamlit.web import cli
-
-    warm()
+    rho_parts(np.zeros((1, 3), np.float32), np.arange(3), np.zeros(3), np.empty(1), np.empty(1))  # its compiled code
     sys.argv = ["streamlit", "run", str(APP), *sys.argv[1:]]
     sys.exit(cli.main())
 

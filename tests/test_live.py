@@ -7,9 +7,11 @@ import threading
 
 import numpy as np
 import pytest
+import torch
 
 from analysis.data.corpus import Sampling, builtin_corpus
-from analysis.geometry.pga import null_bases, pga_sweep
+from analysis.geometry.ccr import remove_components
+from analysis.geometry.pga import _preview_projection, _project, layer_pca, null_bases, pga_sweep
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.runs import analyses, pipeline
@@ -59,6 +61,29 @@ def test_the_preview_agrees_with_the_exact_curve_on_planted_data(make):
     assert all(abs(p.z) > 3 for p in preview)
     first = null_bases(w_u.shape[1], 8, 30, settings.seed)
     assert np.array_equal(first, null_bases(w_u.shape[1], 8, 100, settings.seed)[:30])  # the exact's first 30 draws
+
+
+@pytest.mark.parametrize("ccr_fit", ["same", "half"])
+def test_a_ccr_move_previews_from_the_remembered_ccr_0_projection_as_from_the_corrected_states(ccr_fit):
+    """(H - mu)(I - U_c U_c^T) B = P_0 - ((H - mu) U_c)(U_c^T B): the preview of every CCR depth from one remembered
+    projection per layer equals the preview projecting each depth's corrected states itself."""
+    states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
+    layers = np.stack([states, np.tanh(states)])
+    settings = pga_settings(w_u.shape[1], (8,), (0, 1, 4), ccr_fit=ccr_fit)
+    memory = EngineMemory()
+    warm = pga_sweep(layers, readout_basis(w_u), preview_settings(settings), memory=memory)
+    assert memory.count("CCR-0 projection") == 2  # one per layer, for every depth
+    cold = pga_sweep(layers, readout_basis(w_u), preview_settings(settings), memory=EngineMemory(limit_bytes=1))
+    for w, c in zip(warm, cold, strict=True):
+        assert w.rho_readout == pytest.approx(c.rho_readout, abs=1e-5) and np.allclose(w.null, c.null, atol=1e-5)
+    x = torch.as_tensor(states, dtype=torch.float32)
+    pca, bases = layer_pca(x, 4), torch.as_tensor(null_bases(48, 8, 3, 0), dtype=torch.float32)
+    for c in (0, 1, 4):
+        direct = _project(remove_components(x, pca, c).float(), bases)
+        updated = _preview_projection(x, pca, c, bases, None, EngineMemory())
+        assert torch.allclose(updated, direct, atol=1e-5 * float(direct.abs().max()))
+        if c:  # what the update removes is there to remove
+            assert not torch.allclose(updated, _project(remove_components(x, pca, 0).float(), bases), atol=1e-3)
 
 
 def test_the_preview_agrees_with_the_exact_curve_on_a_tiny_model(neox_folder, tmp_path):

@@ -206,13 +206,13 @@ def null_bases(d: int, k: int, n_null: int, seed: int) -> np.ndarray:
 
 
 def _candidates(memory: EngineMemory, readout: np.ndarray, n_null: int, seed: int, dtype: torch.dtype,
-                device: torch.device) -> torch.Tensor:
-    """``[1 + R, d, k]``: V_k (``readout`` ``[d, k]``) then the R null bases, as ``dtype`` on ``device``;
-    remembered in ``memory``, since the dashboard asks for one layer at a time."""
+                device: torch.device) -> tuple[tuple, torch.Tensor]:
+    """(key, ``[1 + R, d, k]``): V_k (``readout`` ``[d, k]``) then the R null bases, as ``dtype`` on ``device``;
+    remembered in ``memory`` under the key, since the dashboard asks for one layer at a time."""
     d, k = readout.shape
     key = (hashlib.blake2b(np.ascontiguousarray(readout).tobytes(), digest_size=16).digest(), n_null, seed,
            str(dtype), str(device))
-    return memory.remember("candidate bases", key, lambda: torch.as_tensor(
+    return key, memory.remember("candidate bases", key, lambda: torch.as_tensor(
         np.concatenate([readout[None], null_bases(d, k, n_null, seed)]), dtype=dtype, device=device))
 
 
@@ -256,24 +256,45 @@ def _similarities(points: torch.Tensor, block: int, flat: torch.Tensor) -> torch
     return gram.reshape(len(points), -1).index_select(1, flat)
 
 
-def _subspace_rhos(corrected: torch.Tensor, bases: torch.Tensor, design: PairDesign,
+def _project(points: torch.Tensor, bases: torch.Tensor) -> torch.Tensor:
+    """``[m, n, k]`` float32: ``points`` ``[n, d]`` projected onto each basis of ``bases`` ``[m, d, k]``, multiplied in
+    the bases' dtype."""
+    points = points.to(bases.dtype)
+    if bases.shape[-1] >= BATCHED_FROM_K:  # one batched matmul straight into [m, n, k]
+        return torch.matmul(points[None], bases).float()
+    m, d, k = bases.shape  # one wide matmul, then [m, n, k] (3x faster Grams after)
+    projected = (points @ bases.permute(1, 0, 2).reshape(d, m * k)).float()
+    return projected.reshape(len(points), m, k).permute(1, 0, 2).contiguous()
+
+
+def _preview_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor, remembered: tuple | None,
+                        memory: EngineMemory) -> torch.Tensor:
+    """:func:`_project` of the CCR-c states for a preview, as a rank-c update of the CCR-0 projection
+    ``P_0 = (H - mu) B`` remembered per layer and bases (``remembered``: its key, None to keep nothing):
+    ``(H - mu)(I - U_c U_c^T) B = P_0 - ((H - mu) U_c)(U_c^T B)``, so a CCR move costs ``n c k`` per subspace
+    instead of ``n d k``. Equal to the direct projection up to float32 rounding (tested)."""
+    centred = (scored.to(torch.float64) - pca.mean).float()
+    make = partial(_project, centred, bases)
+    zero = make() if remembered is None else memory.remember("CCR-0 projection", remembered, make)
+    if c == 0:
+        return zero
+    top = pca.components[:, :c].float()
+    return zero - (centred @ top) @ (top.T @ bases.float())
+
+
+def _subspace_rhos(corrected: torch.Tensor, projected: torch.Tensor, design: PairDesign,
                    pause: Callable[[], None] | None = None) -> np.ndarray:
-    """Spearman rho of full-space vs projected similarities for each basis in ``bases`` ``[m, d, k]``
-    (bfloat16 bases: the projection is multiplied in bfloat16, the rest in float32). ``pause`` is called between
-    chunks of at most ``CHUNK_SUBSPACES`` subspaces."""
+    """Spearman rho of full-space vs projected similarities: ``corrected`` ``[n, d]`` against each subspace's
+    ``projected`` ``[m, n, k]`` (:func:`_project`). ``pause`` is called between chunks of at most
+    ``CHUNK_SUBSPACES`` subspaces."""
     if design.block != len(corrected):  # blocks: the tokens in block order, each block consecutive
-        corrected = corrected[torch.as_tensor(design.order, device=corrected.device)]
-    n, d = corrected.shape
-    m, _, k = bases.shape
+        order = torch.as_tensor(design.order, device=corrected.device)
+        corrected, projected = corrected[order], projected[:, order]
+    n, _ = corrected.shape
+    m = len(projected)
     flat = torch.as_tensor(design.flat, device=corrected.device)
     full = _similarities(corrected[None], design.block, flat)[0]
     correlate = partial(spearman_ranked, ranked_reference(full))
-    points = corrected.to(bases.dtype)
-    if k >= BATCHED_FROM_K:  # one batched matmul straight into [m, n, k]
-        projected = torch.matmul(points[None], bases).float()
-    else:  # one wide matmul, then [m, n, k] (3x faster Grams after)
-        projected = (points @ bases.permute(1, 0, 2).reshape(d, m * k)).float()
-        projected = projected.reshape(n, m, k).permute(1, 0, 2).contiguous()
     per_subspace = (n * design.block + design.n_pairs) * 4  # its Gram matrices and its pairs, float32
     chunk = max(1, min(CHUNK_SUBSPACES, MEMORY_BUDGET_BYTES // per_subspace))
     rhos = []
@@ -292,11 +313,12 @@ def _pca_key(states: torch.Tensor) -> tuple:
             str(states.dtype), str(states.device))
 
 
-def layer_pca(states: torch.Tensor, needed: int, memory: EngineMemory | None = None) -> PCA:
+def layer_pca(states: torch.Tensor, needed: int, memory: EngineMemory | None = None, key: tuple | None = None) -> PCA:
     """``fit_pca(states)`` with at least ``needed`` components, remembered in ``memory`` (the top
-    ``max(needed, 32)`` components, every variance) by the states' bytes and device."""
+    ``max(needed, 32)`` components, every variance) by the states' bytes and device (``key``: their
+    :func:`_pca_key`, when the caller has it)."""
     memory = memory or default_memory()
-    key = _pca_key(states)
+    key = key or _pca_key(states)
     pca = memory.get("pca", key)
     if pca is not None and pca.components.shape[1] >= min(needed, pca.variances.numel()):
         return pca
@@ -407,6 +429,9 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     memory = memory or default_memory()
     candidates = {k: _candidates(memory, basis.top(k), settings.n_null, settings.seed, projection, torch_device)
                   for k in settings.ks}
+    # a preview keeps each layer's CCR-0 projections while all of them fit in half the engine's memory
+    keep_projections = settings.preview and len(layers) * sum(
+        bases.shape[0] * n * k for k, (_, bases) in candidates.items()) * 4 <= memory.limit_bytes // 2
     readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
     for number, layer in enumerate(layers):
@@ -414,8 +439,10 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
             pause()
         layer = layer % n_layers
         x = torch.as_tensor(states[layer], device=torch_device)
+        fit_key = _pca_key(x[fit_rows])
+        scored_key = fit_key if settings.ccr_fit == "same" else _pca_key(x[score_rows])
         try:
-            pca = layer_pca(x[fit_rows], max(settings.n_pcs, *settings.ccrs), memory)
+            pca = layer_pca(x[fit_rows], max(settings.n_pcs, *settings.ccrs), memory, fit_key)
         except torch.OutOfMemoryError:
             raise InputError(f"Out of memory at layer {layer}: lower N or use the CPU.") from None
         centred_cov_trace = float(pca.variances.sum())
@@ -428,7 +455,13 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
             corrected32 = corrected.to(torch.float32)
             for k in settings.ks:
                 report(progress, "PGA by layer", done, total)
-                rhos = _subspace_rhos(corrected32, candidates[k], design, pause)
+                bases_key, bases = candidates[k]
+                if settings.preview:
+                    projected = _preview_projection(x[score_rows], pca, c, bases, (scored_key, bases_key)
+                                                    if keep_projections else None, memory)
+                else:
+                    projected = _project(corrected32, bases)
+                rhos = _subspace_rhos(corrected32, projected, design, pause)
                 rho, null = float(rhos[0]), rhos[1:]
                 angles, shares = _angles(pca.components, readouts[k], settings.n_pcs)
                 if centred_cov_trace <= 0:  # identical states: no principal direction, no angle
