@@ -12,6 +12,7 @@ Usage: python bench/first_answer.py [--model smollm2-135m | --shape pythia-410m]
 """
 
 import argparse
+import os
 import resource
 import sys
 import tempfile
@@ -35,8 +36,9 @@ from analysis.models.weights import read_matrix  # noqa: E402
 from analysis.runs import analyses  # noqa: E402
 from analysis.runs.pipeline import matrix_stats  # noqa: E402
 from analysis.runs.settings import TRIAGE_DEEPER_CCR, Compute, ModelChoice, pga_settings, preview_settings  # noqa: E402
-from analysis.storage.cache import ResultCache  # noqa: E402
+from analysis.storage.cache import default_cache  # noqa: E402
 from analysis.storage.memory import EngineMemory  # noqa: E402
+from analysis.storage.paths import models_dir  # noqa: E402
 
 
 def main() -> None:
@@ -53,7 +55,9 @@ def main() -> None:
         start = time.perf_counter()
         build_model(args.shape, Path(model), train_tokenizer(builtin_corpus().text, vocab_size=512))
         print(f"saved a random {args.shape}-shaped model in {time.perf_counter() - start:.1f} s (not timed below)")
-    cache, memory, compute = ResultCache(Path(tempfile.mkdtemp())), EngineMemory(), Compute(device=args.device)
+    os.environ.setdefault("RG_MODELS_DIR", str(models_dir()))  # the fetched model stays where it is
+    os.environ["RG_CACHE_DIR"] = tempfile.mkdtemp()  # every part, the layers' PCAs included, starts from nothing
+    cache, memory, compute = default_cache(), EngineMemory(), Compute(device=args.device)
     corpus, sampling = builtin_corpus(), Sampling(n_tokens=args.n)
     parts: dict[str, float] = {}
     clock = time.perf_counter()

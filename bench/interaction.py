@@ -6,7 +6,8 @@ curve, verdict) and Readout alignment (preview, exact curve); for cache-missing 
 depth (one step, then jumps to a slider's end or start: End, Home), the seconds until the preview is
 drawn and until the exact curve replaces it; and the largest |z_preview - z_exact| over the width of
 z's 95 % interval (the exact curves read back from the cache, the previews computed again: they are
-seeded, and never stored).
+seeded, and never stored); and, per move, the app's exact curve against the engine's own sweep of the same
+setting on the same states.
 
 Usage: python bench/interaction.py [--model smollm2-135m | --shape pythia-410m] [--n-tokens 512] [--moves 10]
 [--jumps 4] [--pause 0] [--first triage | readout] (needs Debian's chromium and chromium-driver; ``--fetch``: the
@@ -176,9 +177,10 @@ def main() -> None:
     print(f"\n{len(visited)} cache-missing moves and jumps; {agreement(cache, args, visited)}")
 
 
-def move(driver, label: str, key: str, visited: list[str]) -> bool:
+def move(driver, label: str, key: str, visited: list[tuple[str, float]]) -> bool:
     """Press ``key`` on slider ``label``; print the seconds until the chart shows the new setting and, when
-    that was a preview, until the exact curve replaces it. Returns whether it missed the cache."""
+    that was a preview, until the exact curve replaces it (noted in ``visited`` with the setting). Returns whether
+    it missed the cache."""
     before = title(driver)
     start = time.perf_counter()
     slider_step(driver, label, key)
@@ -191,25 +193,38 @@ def move(driver, label: str, key: str, visited: list[str]) -> bool:
         return False
     done = wait_for(driver, lambda d: "Preview" not in title(d) and "z by layer" in title(d)) + drawn
     print(f"{setting:18} {drawn:13.2f}s {done:11.2f}s")
-    visited.append(setting)
+    visited.append((setting, done))
     return True
 
 
-def agreement(cache: Path, args, visited: list[str]) -> str:
-    """How far previews fall from the exact z over the visited settings (exact from the cache, previews recomputed)."""
+def agreement(cache: Path, args, visited: list[tuple[str, float]]) -> str:
+    """How far previews fall from the exact z over the visited settings (exact from the cache, previews recomputed),
+    and how long the app took for each exact curve against the engine's own sweep of the same setting (the same
+    states, each layer's PCA remembered as the app has it, nothing stored)."""
     os.environ["RG_CACHE_DIR"] = str(cache)
     import numpy as np
 
     from analysis.data.corpus import Sampling, builtin_corpus
+    from analysis.geometry.pga import pga_sweep
     from analysis.runs import analyses
+    from analysis.runs.pipeline import model_readout
     from analysis.runs.settings import Compute, ModelChoice, pga_settings, preview_settings
+    from analysis.storage.memory import EngineMemory
 
     compute = Compute()
     loaded = analyses.open_model(ModelChoice(args.model), compute)
     sampling, gaps, widths, small = Sampling(args.n_tokens), [], [], []
-    for setting in visited:
+    states = analyses.model_hidden_states(loaded, builtin_corpus(), sampling, compute).value.states
+    basis, memory = model_readout(loaded), EngineMemory()
+    print("\nthe app's exact curve (from the key press) against the engine's sweep of the same setting")
+    for setting, app_seconds in visited:
         k, ccr = int(setting.split("k = ")[1].split(",")[0]), int(setting.split("CCR-")[1])
         exact_settings = pga_settings(loaded.anatomy.d_model, (k,), (ccr,))
+        pga_sweep(states, basis, pga_settings(loaded.anatomy.d_model, (k,), (0,), n_null=2), memory=memory)  # PCAs
+        start = time.perf_counter()
+        pga_sweep(states, basis, exact_settings, memory=memory)
+        engine = time.perf_counter() - start
+        print(f"{setting:18} app {app_seconds:6.2f} s, engine {engine:5.2f} s: {app_seconds / engine:.2f}x")
         exact = analyses.model_pga(loaded, builtin_corpus(), sampling, exact_settings, compute=compute,
                                    stored_only=True)
         if exact is None:
