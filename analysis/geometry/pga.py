@@ -440,7 +440,9 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         layer = layer % n_layers
         x = torch.as_tensor(states[layer], device=torch_device)
         fit_key = _pca_key(x[fit_rows])
-        scored_key = fit_key if settings.ccr_fit == "same" else _pca_key(x[score_rows])
+        scored_key = None  # the scored rows' digest, where a preview keeps its CCR-0 projections by it
+        if keep_projections:
+            scored_key = fit_key if settings.ccr_fit == "same" else _pca_key(x[score_rows])
         try:
             pca = layer_pca(x[fit_rows], max(settings.n_pcs, *settings.ccrs), memory, fit_key)
         except torch.OutOfMemoryError:
@@ -457,8 +459,8 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                 report(progress, "PGA by layer", done, total)
                 bases_key, bases = candidates[k]
                 if settings.preview:
-                    projected = _preview_projection(x[score_rows], pca, c, bases, (scored_key, bases_key)
-                                                    if keep_projections else None, memory)
+                    projected = _preview_projection(x[score_rows], pca, c, bases,
+                                                    scored_key and (scored_key, bases_key), memory)
                 else:
                     projected = _project(corrected32, bases)
                 rhos = _subspace_rhos(corrected32, projected, design, pause)
