@@ -439,18 +439,19 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
             pause()
         layer = layer % n_layers
         x = torch.as_tensor(states[layer], device=torch_device)
-        fit_key = _pca_key(x[fit_rows])
+        fitted, scored = x[fit_rows], x[score_rows]
+        fit_key = _pca_key(fitted)
         scored_key = None  # the scored rows' digest, where a preview keeps its CCR-0 projections by it
         if keep_projections:
-            scored_key = fit_key if settings.ccr_fit == "same" else _pca_key(x[score_rows])
+            scored_key = fit_key if settings.ccr_fit == "same" else _pca_key(scored)
         try:
-            pca = layer_pca(x[fit_rows], max(settings.n_pcs, *settings.ccrs), memory, fit_key)
+            pca = layer_pca(fitted, max(settings.n_pcs, *settings.ccrs), memory, fit_key)
         except torch.OutOfMemoryError:
             raise InputError(f"Out of memory at layer {layer}: lower N or use the CPU.") from None
         centred_cov_trace = float(pca.variances.sum())
-        centred_fit = x[fit_rows].to(torch.float64) - pca.mean
+        centred_fit = fitted.to(torch.float64) - pca.mean
         for c in settings.ccrs:
-            corrected = remove_components(x[score_rows], pca, c)
+            corrected = remove_components(scored, pca, c)
             # fitted on the scored rows, the corrected states' spectrum is the PCA's without its top c values
             variances = pca.variances[c:] if settings.ccr_fit == "same" else fit_pca(corrected).variances
             spectrum = spectral_metrics(variances.cpu().numpy(), d, settings.alpha_fit)
@@ -459,8 +460,8 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                 report(progress, "PGA by layer", done, total)
                 bases_key, bases = candidates[k]
                 if settings.preview:
-                    projected = _preview_projection(x[score_rows], pca, c, bases,
-                                                    scored_key and (scored_key, bases_key), memory)
+                    remembered = None if scored_key is None else (scored_key, bases_key)
+                    projected = _preview_projection(scored, pca, c, bases, remembered, memory)
                 else:
                     projected = _project(corrected32, bases)
                 rhos = _subspace_rhos(corrected32, projected, design, pause)
