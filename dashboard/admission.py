@@ -18,7 +18,8 @@ the capacity histogram. The rules:
   models are in use at once (1 unless ``RG_RESIDENT_MODELS`` says otherwise). A request on another model
   waits until the work on the current one is over (the page says so), and its load then evicts it.
 - **Quiet while a page is drawn** (``quiet``): only previews and pages' own work run, so the page and the
-  browser have the cores.
+  browser have the cores. Each visitor's quiet is its own: it ends when that visitor's browser has drawn the
+  page or at its deadline, whatever other visitors' pages do.
 
 Nested holds in one thread are one hold (a computation may call another).
 """
@@ -58,7 +59,7 @@ class Admission:
         self.holder: tuple[int, Request] | None = None  # (thread id, request)
         self.waiting: list[Request] = []
         self.models: Counter[str] = Counter()  # model -> holds on it, paused ones included
-        self.quiet_until = 0.0
+        self.quiet_until: dict[object, float] = {}  # owner (a visitor's session) -> end of its quiet
         self.numbers = itertools.count()
         self.loaded: dict[str, str] = {}  # identity -> label of the models in memory, least recently used first
 
@@ -77,7 +78,9 @@ class Admission:
         return request.model is None or request.model in self.models or len(self.models) < self.resident_models
 
     def _quiet_left(self, priority: Priority) -> float:
-        return 0.0 if priority <= Priority.PAGE else max(0.0, self.quiet_until - time.monotonic())
+        if priority <= Priority.PAGE or not self.quiet_until:
+            return 0.0
+        return max(0.0, max(self.quiet_until.values()) - time.monotonic())
 
     def _next(self) -> Request | None:
         admissible = sorted(r for r in self.waiting if self._fits(r) and not self._quiet_left(r.priority))
@@ -148,9 +151,12 @@ class Admission:
         finally:
             self._give_back(release_model=True)
 
-    def quiet(self, seconds: float) -> None:
-        """Only previews and pages' own work run for the next ``seconds`` (from now: a later call shortens or
-        extends it)."""
+    def quiet(self, seconds: float, owner: object = None) -> None:
+        """Only previews and pages' own work run for the next ``seconds`` from now, for ``owner`` (a visitor's
+        session): its later call shortens or extends its own quiet (0 ends it), never another owner's."""
         with self.condition:
-            self.quiet_until = time.monotonic() + seconds
+            now = time.monotonic()
+            self.quiet_until = {o: end for o, end in self.quiet_until.items() if end > now and o != owner}
+            if seconds > 0:
+                self.quiet_until[owner] = now + seconds
             self.condition.notify_all()

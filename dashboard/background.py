@@ -5,12 +5,13 @@ A page draws what it has (a preview, the stored numbers), hands the rest to its 
 part is drawn. One thread per session runs the tasks in order, each through the server's admission
 policy; a newer page run that no longer asks for a task stops it at its next pause point (finished layers
 stay in the disk cache). :func:`show_status` draws one quiet line of what is ready, refreshed every
-half second, and reruns the page when a task whose result the page shows is done.
+quarter second, and reruns the page when a task whose result the page shows is done.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from analysis.progress import Progress, TimeLeft
 from dashboard.admission import Admission, Priority
 from dashboard.text import literal
 
-REFRESH_SECONDS = 0.5  # the status line; a result the page shows is drawn at most this long after it is done
+REFRESH_SECONDS = 0.25  # the status line; a result the page shows is drawn at most this long after it is done
 
 
 class Superseded(Exception):
@@ -160,11 +161,15 @@ class Background:
             return [task for task in self.tasks if task.state == "failed"]
 
 
-def show_status(background: Background) -> None:
+def show_status(background: Background, rendered: Callable[[], None] = lambda: None) -> None:
     """One quiet line of what is ready, refreshed while anything runs; failures as one warning each; the page
-    reruns when a result it shows is done."""
+    reruns when a result it shows is done. ``rendered`` is called at each refresh: the browser's timer fires
+    only once it has drawn the page."""
+    refreshes = itertools.count()
 
     def status() -> None:
+        if next(refreshes):  # not the page run's own call
+            rendered()
         if background.to_draw():
             st.rerun(scope="app")
         for task in background.failures():

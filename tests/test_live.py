@@ -4,6 +4,7 @@ computation at a time; background fill that fails says so and leaves nothing hal
 import contextlib
 import json
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -61,12 +62,14 @@ def test_the_preview_agrees_with_the_exact_curve_on_planted_data(make):
     assert all(abs(p.z) > 3 for p in preview)
     first = null_bases(w_u.shape[1], 8, 30, settings.seed)
     assert np.array_equal(first, null_bases(w_u.shape[1], 8, 100, settings.seed)[:30])  # the exact's first 30 draws
+    assert np.allclose(null_bases(w_u.shape[1], 3, 30, settings.seed), first[..., :3], atol=1e-12)  # nested in k
 
 
 @pytest.mark.parametrize("ccr_fit", ["same", "half"])
-def test_a_ccr_move_previews_from_the_remembered_ccr_0_projection_as_from_the_corrected_states(ccr_fit):
+def test_ccr_and_k_moves_preview_from_the_remembered_ccr_0_projection_as_from_the_corrected_states(ccr_fit):
     """(H - mu)(I - U_c U_c^T) B = P_0 - ((H - mu) U_c)(U_c^T B): the preview of every CCR depth from one remembered
-    projection per layer equals the preview projecting each depth's corrected states itself."""
+    projection per layer equals the preview projecting each depth's corrected states itself; so does the preview
+    of a smaller or larger k (the bases are nested in k)."""
     states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
     layers = np.stack([states, np.tanh(states)])
     settings = pga_settings(w_u.shape[1], (8,), (0, 1, 4), ccr_fit=ccr_fit)
@@ -76,6 +79,14 @@ def test_a_ccr_move_previews_from_the_remembered_ccr_0_projection_as_from_the_co
     cold = pga_sweep(layers, readout_basis(w_u), preview_settings(settings), memory=EngineMemory(limit_bytes=1))
     for w, c in zip(warm, cold, strict=True):
         assert w.rho_readout == pytest.approx(c.rho_readout, abs=1e-5) and np.allclose(w.null, c.null, atol=1e-5)
+    for move in ((4,), (12,)):  # k down: the remembered projection's first columns; up: only the added ones projected
+        moved = replace(settings, ks=move)
+        warm = pga_sweep(layers, readout_basis(w_u), preview_settings(moved), memory=memory)
+        cold = pga_sweep(layers, readout_basis(w_u), preview_settings(moved), memory=EngineMemory(limit_bytes=1))
+        for w, c in zip(warm, cold, strict=True):
+            assert w.rho_readout == pytest.approx(c.rho_readout, abs=1e-5) and np.allclose(w.null, c.null, atol=1e-5)
+    assert memory.count("CCR-0 projection") == 2 and all(
+        value.projection.shape[-1] == 12 for (kind, _), (value, _) in memory.items.items() if kind == "CCR-0 projection")
     x = torch.as_tensor(states, dtype=torch.float32)
     pca, bases = layer_pca(x, 4), torch.as_tensor(null_bases(48, 8, 3, 0), dtype=torch.float32)
     for c in (0, 1, 4):
@@ -256,6 +267,23 @@ def test_while_a_page_is_drawn_its_own_work_runs_and_work_outside_it_waits():
     for thread in outside:
         thread.join()
     assert script.log == ["load", "preview", "exact", "fill"]
+
+
+def test_each_visitors_quiet_is_its_own_and_ends_when_its_browser_has_drawn_the_page():
+    admission = Admission()
+    script = Script(admission)
+    admission.quiet(60, "visitor A")  # A's page is drawn, its browser renders it
+    admission.quiet(60, "visitor B")  # B's page run starts
+    exact = script.thread("exact", Priority.NEXT)
+    exact.start()
+    waiting(admission, 1)
+    admission.quiet(0, "visitor A")  # A's browser has drawn its page: B's page is still being drawn
+    with admission.condition:
+        assert not admission.condition.wait_for(lambda: script.log, timeout=0.3)
+    assert script.log == [] and len(admission.waiting) == 1
+    admission.quiet(0, "visitor B")
+    exact.join()
+    assert script.log == ["exact"] and not admission.quiet_until
 
 
 def test_long_work_steps_aside_for_a_preview_at_its_next_pause_and_carries_on():

@@ -7,8 +7,9 @@ For one layer's hidden states ``H`` ``[N, d]`` and the readout basis ``V_k`` ``[
      Less work, the same pairs for the readout and every null draw: a seeded uniform sample of
      ``max_pairs`` pairs, or (``pair_blocks = b``) every pair inside seeded random blocks of b tokens,
      so each token still takes part and the Gram matrices shrink from N x N to (N / b) x b x b.
-  3. Null: R subspaces uniform on the Grassmannian (QR of ``[d, k]`` standard Gaussians, seeded by
-     (seed, k); the same draws serve every layer and CCR depth).
+  3. Null: R subspaces uniform on the Grassmannian (QR of ``[d, k]`` standard Gaussians, draw j seeded by
+     (seed, j); the same draws serve every layer and CCR depth, and are nested in k: a draw's basis at k'
+     < k is the first k' columns of its basis at k).
   4. ``z = (rho_readout - mean(null)) / std(null, ddof=1)``,
      ``p = (1 + #{null >= rho_readout}) / (1 + R)``. z grows roughly like sqrt(N): show it with N.
   5. ``z_interval``: 2.5 and 97.5 percentiles of z over bootstrap resamples of the R null draws,
@@ -197,10 +198,17 @@ def validate_states(states: np.ndarray, d: int | None = None, layers: list[int] 
     return states
 
 
+NULL_STREAM = 0x6E756C6C  # "null": the null draws' seeds, apart from the pair and bootstrap samplings'
+
+
 def null_bases(d: int, k: int, n_null: int, seed: int) -> np.ndarray:
-    """``[R, d, k]`` orthonormal bases uniform on the Grassmannian, seeded by ``(seed, k)``; the first R
-    of a larger R are the same draws."""
-    gaussian = np.random.default_rng([seed, k]).standard_normal((n_null, d, k))
+    """``[R, d, k]`` orthonormal bases uniform on the Grassmannian: the QR of a ``[d, k]`` standard Gaussian, draw j
+    from its own stream ``(seed, NULL_STREAM, j)`` whose first k x d values are its columns. So the first R of a
+    larger R are the same draws, and the draws are nested in k: Householder QR makes a basis's first k' columns
+    the basis of the first k' Gaussian columns (equal up to rounding), so one projection onto the bases at k serves
+    every smaller k."""
+    gaussian = np.stack([np.random.default_rng([seed, NULL_STREAM, j]).standard_normal((k, d)).T
+                         for j in range(n_null)])
     q, _ = torch.linalg.qr(torch.from_numpy(gaussian))  # LAPACK's Householder QR, as numpy's, on every core
     return q.numpy()
 
@@ -267,15 +275,36 @@ def _project(points: torch.Tensor, bases: torch.Tensor) -> torch.Tensor:
     return projected.reshape(len(points), m, k).permute(1, 0, 2).contiguous()
 
 
+@dataclass(frozen=True)
+class _Projection:
+    """A layer's CCR-0 projection ``P_0 = (H - mu) B`` ``[m, n, K]`` onto ``bases`` ``[m, d, K]``."""
+
+    bases: torch.Tensor
+    projection: torch.Tensor
+
+
 def _preview_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor, remembered: tuple | None,
                         memory: EngineMemory) -> torch.Tensor:
-    """:func:`_project` of the CCR-c states for a preview, as a rank-c update of the CCR-0 projection
-    ``P_0 = (H - mu) B`` remembered per layer and bases (``remembered``: its key, None to keep nothing):
-    ``(H - mu)(I - U_c U_c^T) B = P_0 - ((H - mu) U_c)(U_c^T B)``, so a CCR move costs ``n c k`` per subspace
-    instead of ``n d k``. Equal to the direct projection up to float32 rounding (tested)."""
+    """:func:`_project` of the CCR-c states for a preview, from the layer's CCR-0 projection ``P_0 = (H - mu) B``
+    remembered under ``remembered`` (its key; None to keep nothing):
+    - a move of k: the bases are nested (V_k is the readout's top k, a null draw's first k columns are its basis at
+      k), so ``P_0`` at the widest k so far serves every smaller k, and a larger k projects only the columns it adds;
+    - a move of CCR depth: ``(H - mu)(I - U_c U_c^T) B = P_0 - ((H - mu) U_c)(U_c^T B)``, ``n c k`` per subspace
+      instead of ``n d k``.
+    Equal to the direct projection up to float32 rounding (tested)."""
     centred = (scored.to(torch.float64) - pca.mean).float()
-    make = partial(_project, centred, bases)
-    zero = make() if remembered is None else memory.remember("CCR-0 projection", remembered, make)
+    k = bases.shape[-1]
+    kept = None if remembered is None else memory.get("CCR-0 projection", remembered)
+    if kept is not None:
+        shared = min(k, kept.bases.shape[-1])  # the same bases? (another readout of the same width is not)
+        kept = kept if torch.allclose(kept.bases[..., :shared], bases[..., :shared], atol=1e-6) else None
+    if kept is None or kept.bases.shape[-1] < k:
+        have = 0 if kept is None else kept.bases.shape[-1]
+        added = _project(centred, bases[..., have:])
+        kept = _Projection(bases, added if kept is None else torch.cat([kept.projection, added], dim=-1))
+        if remembered is not None:
+            memory.put("CCR-0 projection", remembered, kept)
+    zero = kept.projection[..., :k]
     if c == 0:
         return zero
     top = pca.components[:, :c].float()
@@ -459,8 +488,8 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
             for k in settings.ks:
                 report(progress, "PGA by layer", done, total)
                 bases_key, bases = candidates[k]
-                if settings.preview:
-                    remembered = None if scored_key is None else (scored_key, bases_key)
+                if settings.preview:  # the bases' key without V_k's digest: one projection serves every k
+                    remembered = None if scored_key is None else (scored_key, *bases_key[1:])
                     projected = _preview_projection(scored, pca, c, bases, remembered, memory)
                 else:
                     projected = _project(corrected32, bases)

@@ -50,7 +50,7 @@ from analysis.storage.memory import EngineMemory, default_memory
 from analysis.storage.shapes import OneOf
 
 READOUT_VERSION = 2
-PGA_VERSION = 1
+PGA_VERSION = 2  # 2: null draws seeded per draw, nested in k (`null_bases`)
 
 
 def model_readout(loaded: LoadedModel, cache: ResultCache | None = None,

@@ -32,7 +32,7 @@ from analysis.storage.shapes import OneOf, record_shape
 from analysis.storage.store import ResultStore
 
 SERIES_NAMESPACE = "checkpoint"
-SERIES_VERSION = 3
+SERIES_VERSION = 4  # 4: PGA's null draws nested in k (PGA_VERSION 2)
 LOSS_VERSION = 1
 LOSS_WINDOWS = 16
 CHECKPOINT_KEYS = ("model", "revision", "step")  # what differs between the checkpoints of one series
