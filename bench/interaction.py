@@ -68,31 +68,37 @@ def browser():
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 
 
-TITLE = ("const c = document.querySelectorAll('.js-plotly-plot')[0];"
-         "return c && c.layout.title ? c.layout.title.text : '';")
-TEXT = "return document.querySelector('[data-testid=stMain]')?.textContent || '';"
+# The page is watched inside the browser (a 20 ms timer in the page), not polled over WebDriver: polling 20 times a
+# second cost the chromium renderer and chromedriver a share of the two cores the server is measured on.
+WATCH = """
+const [condition, args, done] = [new Function('title', 'text', 'args', 'return (' + arguments[0] + ');'),
+                                 arguments[1], arguments[arguments.length - 1]];
+const title = () => { const c = document.querySelectorAll('.js-plotly-plot')[0];
+                      return c && c.layout && c.layout.title ? String(c.layout.title.text) : ''; };
+const text = () => document.querySelector('[data-testid=stMain]')?.textContent || '';
+(function watch() {
+  if (document.querySelector('[data-testid=stException]')) return done('exception');
+  let holds = false;
+  try { holds = condition(title, text, args); } catch (error) { holds = false; }
+  if (holds) return done('ok');
+  setTimeout(watch, 20);
+})();
+"""
 
 
-def wait_for(driver, condition, timeout: float = 1800) -> float:
-    """Seconds until ``condition(driver)`` holds (polled every 50 ms)."""
+def wait_for(driver, condition: str, *args, timeout: float = 1800) -> float:
+    """Seconds until the JavaScript ``condition`` (of ``title()``: the first chart's title, ``text()``: the main
+    block's text, and ``args``) holds in the page."""
+    driver.set_script_timeout(timeout)
     start = time.perf_counter()
-    while not condition(driver):
-        if time.perf_counter() - start > timeout:
-            raise TimeoutError("timed out")
-        if driver.execute_script("return document.querySelectorAll('[data-testid=stException]').length;"):
-            raise RuntimeError("the page shows an exception")
-        time.sleep(0.05)
+    if driver.execute_async_script(WATCH, condition, list(args)) == "exception":
+        raise RuntimeError("the page shows an exception")
     return time.perf_counter() - start
 
 
 def title(driver) -> str:
-    return driver.execute_script(TITLE) or ""
-
-
-def text(driver) -> str:
-    """The page's text (not ``page_source``: serialising the whole DOM 20 times a second takes a core from the
-    server it measures)."""
-    return driver.execute_script(TEXT) or ""
+    return driver.execute_script("const c = document.querySelectorAll('.js-plotly-plot')[0];"
+                                 "return c && c.layout.title ? c.layout.title.text : '';") or ""
 
 
 def slider_step(driver, label: str, key: str) -> None:
@@ -100,7 +106,7 @@ def slider_step(driver, label: str, key: str) -> None:
     from selenium.webdriver.common.by import By
 
     selector = f"input[type=range][aria-label='{label}']"
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, selector), timeout=60)
+    wait_for(driver, "document.querySelector(args[0]) !== null", selector, timeout=60)
     thumb = driver.find_element(By.CSS_SELECTOR, selector)
     driver.execute_script("arguments[0].focus();", thumb)
     ActionChains(driver).send_keys(key).perform()
@@ -143,13 +149,13 @@ def main() -> None:
     try:
         if args.first == "triage":
             driver.get(f"{url}/?{query}")
-            card = wait_for(driver, lambda d: "blocks, d_model" in text(d))
-            preview = wait_for(driver, lambda d: "Preview" in title(d) or "Peak z" in text(d)) + card
-            verdict = wait_for(driver, lambda d: "Peak z" in text(d) and "Preview" not in title(d)) + preview
+            card = wait_for(driver, "text().includes('blocks, d_model')")
+            preview = wait_for(driver, "title().includes('Preview') || text().includes('Peak z')") + card
+            verdict = wait_for(driver, "text().includes('Peak z') && !title().includes('Preview')") + preview
             print(f"Triage, first answer: card {card:.1f} s, z preview {preview:.1f} s, full verdict {verdict:.1f} s")
         driver.get(f"{url}/readout?{query}")
-        first = wait_for(driver, lambda d: "z by layer" in title(d))
-        exact = wait_for(driver, lambda d: "z by layer" in title(d) and "Preview" not in title(d)) + first
+        first = wait_for(driver, "title().includes('z by layer')")
+        exact = wait_for(driver, "title().includes('z by layer') && !title().includes('Preview')") + first
         print(f"Readout alignment{' opened first' if args.first == 'readout' else ''}: first chart {first:.1f} s, "
               f"exact curve {exact:.1f} s")
         print(f"\nEach move {args.pause:g} s after the exact curve of the last one is drawn")
@@ -184,14 +190,14 @@ def move(driver, label: str, key: str, visited: list[tuple[str, float]]) -> bool
     before = title(driver)
     start = time.perf_counter()
     slider_step(driver, label, key)
-    wait_for(driver, lambda d: title(d) != before and "z by layer" in title(d))
+    wait_for(driver, "title() !== args[0] && title().includes('z by layer')", before)
     drawn = time.perf_counter() - start
     now = title(driver)
     setting = re.sub(r"<[^>]+>", "", now).split("z by layer at ")[-1]
     if "Preview" not in now:
         print(f"{setting:18} {'(cached)':>14} {drawn:11.2f}s")
         return False
-    done = wait_for(driver, lambda d: "Preview" not in title(d) and "z by layer" in title(d)) + drawn
+    done = wait_for(driver, "!title().includes('Preview') && title().includes('z by layer')") + drawn
     print(f"{setting:18} {drawn:13.2f}s {done:11.2f}s")
     visited.append((setting, done))
     return True

@@ -14,13 +14,15 @@ from dashboard.view import ViewState
 
 
 def chart(fig: go.Figure, table: pd.DataFrame, name: str, caption: str | None = None) -> None:
-    """Show ``fig``, an optional caption, and CSV / JSON / HTML downloads of it."""
+    """Show ``fig``, an optional caption, and CSV / JSON / HTML downloads of it (each made when it is clicked, not
+    in every run of the page)."""
     st.plotly_chart(fig, width="stretch", key=f"chart-{name}")
     if caption:
         st.caption(literal(caption))
     with st.popover("Download", icon=":material/download:"):  # one button: whole in a half-width column too
-        st.download_button("Numbers (CSV)", table.to_csv(index=False), f"{name}.csv", "text/csv", key=f"csv-{name}")
-        st.download_button("Numbers (JSON)", table.to_json(orient="records", indent=1), f"{name}.json",
+        st.download_button("Numbers (CSV)", lambda: table.to_csv(index=False), f"{name}.csv", "text/csv",
+                           key=f"csv-{name}")
+        st.download_button("Numbers (JSON)", lambda: table.to_json(orient="records", indent=1), f"{name}.json",
                            "application/json", key=f"json-{name}")
         st.download_button("Chart (HTML)", lambda: fig.to_html(include_plotlyjs=True, full_html=True),
                            f"{name}.html", "text/html", key=f"html-{name}")
