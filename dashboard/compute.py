@@ -230,8 +230,8 @@ def page_drawn() -> None:
 
 
 def page_rendered() -> None:
-    """The visitor's browser has drawn the page: its status line's timer fired (0.3-0.5 s after the run on 2 cores,
-    where chromium took 0.3-0.9 s to draw the charts), so other work may take the cores."""
+    """The visitor's browser has drawn the page: its status line's timer fired (half a second after it drew the
+    line; chromium takes 0.3-0.9 s to draw a page's charts on 2 cores), so other work may take the cores."""
     policy().quiet(0, _visitor())
 
 
