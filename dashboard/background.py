@@ -4,8 +4,9 @@ A page draws what it has (a preview, the stored numbers), hands the rest to its 
 :class:`Background` as :class:`Task` s and ends: the browser's Running indicator stops when the visible
 part is drawn. One thread per session runs the tasks in order, each through the server's admission
 policy; a newer page run that no longer asks for a task stops it at its next pause point (finished layers
-stay in the disk cache). :func:`show_status` draws one quiet line of what is ready, refreshed every
-half second, and reruns the page when a task whose result the page shows is done.
+stay in the disk cache), and one that asks for more urgent work first (a move's exact curve before the
+previews around it) puts it back in line there. :func:`show_status` draws one quiet line of what is ready,
+refreshed every half second, and reruns the page when a task whose result the page shows is done.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ REFRESH_SECONDS = 0.5
 
 class Superseded(Exception):
     """A newer page run no longer asks for this task, or (background work) another model is wanted."""
+
+
+class Preempted(Exception):
+    """A newer page run asks for more urgent work first (its exact curve before the previews around it): this task
+    waits its turn again."""
 
 
 @dataclass(eq=False)
@@ -90,6 +96,12 @@ class Background:
         with self.lock:
             return next((task for task in self.tasks if task.state == "waiting"), None)
 
+    def _preempted(self, task: Task) -> bool:
+        """A task of a more urgent priority waits: a move asked for its exact curve while a preview or fill that it
+        still wants runs."""
+        waiting = self._next()
+        return waiting is not None and waiting.priority < task.priority
+
     def _work(self) -> None:
         while (task := self._next()) is not None:
             self._run(task)
@@ -100,6 +112,8 @@ class Background:
                 if not self.wanted(task) or (task.priority == Priority.BACKGROUND
                                              and self.admission.contended(task.model)):
                     raise Superseded
+                if self._preempted(task):
+                    raise Preempted
                 pause()
             return check
 
@@ -115,12 +129,15 @@ class Background:
                 step()
                 task.run(progress, lambda: contextlib.nullcontext(step))
             task.state = "done"
+        except Preempted:  # run again in its turn: a preview from the start, a fill from its first missing layer
+            task.state = "waiting"
         except Superseded:
             task.state = "stopped"
         except (InputError, MemoryError, RuntimeError, torch.OutOfMemoryError) as error:
             task.state, task.error = "failed", str(error)
         finally:
-            task.run = None  # release what the work held (hidden states, the model)
+            if task.state != "waiting":
+                task.run = None  # release what the work held (hidden states, the model)
 
     def idle(self) -> bool:
         with self.lock:

@@ -556,3 +556,26 @@ def test_a_text_file_is_read_once_per_version_not_at_every_call(tmp_path, monkey
     assert len(reads) == 1 and len({c.sha256 for c in first}) == 1
     text.write_text("four five six " * 60)  # a new version of the file: read again
     assert compute.corpus(view).sha256 != first[0].sha256 and len(reads) == 2
+
+
+def test_a_move_runs_its_exact_curve_before_the_preview_ahead_it_still_wants_which_then_runs_again():
+    from dashboard.background import Background, Task
+
+    worker, log, started = Background(Admission()), [], threading.Event()
+
+    def preview_ahead(progress, slot):  # runs until a move puts more urgent work in front of it
+        log.append("preview")
+        for step in range(1000):
+            started.set()
+            if step == 2 and log.count("preview") == 1:
+                worker.replace([exact, ahead])  # the move: the same preview is still wanted, after its exact curve
+            progress("preview", step, 1000)
+
+    ahead = Task("k = 2, CCR-1", "Previews ahead", Priority.BACKGROUND, preview_ahead, "A")
+    exact = Task("k = 4, CCR-1", "Exact curve", Priority.NEXT, lambda progress, slot: log.append("exact"), "A",
+                 shows=True)
+    worker.replace([ahead])
+    started.wait(30)
+    worker.join(30)
+    assert log == ["preview", "exact", "preview"]  # put back in line at its next pause point, then run whole
+    assert [task.state for task in worker.tasks] == ["done", "done"] and ahead.run is None
