@@ -97,10 +97,11 @@ class Background:
             return next((task for task in self.tasks if task.state == "waiting"), None)
 
     def _preempted(self, task: Task) -> bool:
-        """A task of a more urgent priority waits: a move asked for its exact curve while a preview or fill that it
-        still wants runs."""
-        waiting = self._next()
-        return waiting is not None and waiting.priority < task.priority
+        """A more urgent task waits before ``task`` in the list: a move asked for its exact curve while a preview or
+        fill that it still wants runs (the list's order is the order of work, so that one runs next)."""
+        with self.lock:
+            before = self.tasks[:self.tasks.index(task)] if task in self.tasks else []
+            return any(other.state == "waiting" and other.priority < task.priority for other in before)
 
     def _work(self) -> None:
         while (task := self._next()) is not None:

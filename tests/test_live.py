@@ -579,3 +579,9 @@ def test_a_move_runs_its_exact_curve_before_the_preview_ahead_it_still_wants_whi
     worker.join(30)
     assert log == ["preview", "exact", "preview"]  # put back in line at its next pause point, then run whole
     assert [task.state for task in worker.tasks] == ["done", "done"] and ahead.run is None
+    pcas = Task("PCA of every layer", "Previews ahead", Priority.BACKGROUND,
+                lambda progress, slot: [log.append("pca") or progress("pca", step, 3) for step in range(3)], "A")
+    exact = Task("k = 8, CCR-1", "Exact curve", Priority.NEXT, lambda progress, slot: log.append("exact"), "A")
+    worker.replace([pcas, exact])  # work the list puts first runs first, whatever its priority
+    worker.join(30)
+    assert log[3:] == ["pca", "pca", "pca", "exact"]
