@@ -87,6 +87,10 @@ def test_ccr_and_k_moves_preview_from_the_remembered_ccr_0_projection_as_from_th
             assert w.rho_readout == pytest.approx(c.rho_readout, abs=1e-5) and np.allclose(w.null, c.null, atol=1e-5)
     kept = [value for (kind, _), (value, _) in memory.items.items() if kind == "CCR-0 projection"]
     assert len(kept) == 2 and all(value.projection.shape[-1] == 12 for value in kept)  # widened to k = 12, per layer
+    other = readout_basis(np.random.default_rng(9).standard_normal(w_u.shape))  # another readout, the same width
+    warm = pga_sweep(layers, other, preview_settings(settings), memory=memory)
+    cold = pga_sweep(layers, other, preview_settings(settings), memory=EngineMemory(limit_bytes=1))
+    assert [w.rho_readout for w in warm] == pytest.approx([c.rho_readout for c in cold], abs=1e-5)
     x = torch.as_tensor(states, dtype=torch.float32)
     pca, bases = layer_pca(x, 4), torch.as_tensor(null_bases(48, 8, 3, 0), dtype=torch.float32)
     for c in (0, 1, 4):

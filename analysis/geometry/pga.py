@@ -295,9 +295,9 @@ def _preview_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Ten
     centred = (scored.to(torch.float64) - pca.mean).float()
     k = bases.shape[-1]
     kept = None if remembered is None else memory.get("CCR-0 projection", remembered)
-    if kept is not None:
-        shared = min(k, kept.bases.shape[-1])  # the same bases? (another readout of the same width is not)
-        kept = kept if torch.allclose(kept.bases[..., :shared], bases[..., :shared], atol=1e-6) else None
+    if kept is not None:  # the same readout? (the null draws are fixed by the key; another readout is not)
+        shared = min(k, kept.bases.shape[-1])
+        kept = kept if torch.allclose(kept.bases[0, :, :shared], bases[0, :, :shared], atol=1e-6) else None
     if kept is None or kept.bases.shape[-1] < k:
         have = 0 if kept is None else kept.bases.shape[-1]
         added = _project(centred, bases[..., have:])
