@@ -197,8 +197,24 @@ def test_previews_remembered_layer_by_layer_make_the_next_move_instant(monkeypat
     assert [r.z for r in move] == [r.z for r in fresh]  # the same numbers as computing it now
     noisy = layers + np.random.default_rng(0).normal(size=layers.shape)
     other = pipeline.cached_pga(noisy, {"s": "other"}, basis, {"w": 1}, settings, [0, 1], memory=memory)
-    assert calls == [[0, 1]] and [r.z for r in other] != [r.z for r in move[:2]]  # other states: computed anew
+    assert calls == [[0], [1]] and [r.z for r in other] != [r.z for r in move[:2]]  # other states: computed anew
     assert memory.count("preview") == 5
+
+    shifted, before = layers + 2.0, memory.count("preview")
+
+    @contextlib.contextmanager
+    def stopped_after_one_layer():  # a preview ahead that a move stops once it has finished layer 0
+        def pause():
+            if memory.count("preview") > before:
+                raise Stop
+        yield pause
+
+    with pytest.raises(Stop):
+        pipeline.cached_pga(shifted, {"s": "shifted"}, basis, {"w": 1}, settings, [0, 1, 2],
+                            slot=stopped_after_one_layer, memory=memory)
+    calls.clear()
+    pipeline.cached_pga(shifted, {"s": "shifted"}, basis, {"w": 1}, settings, [0, 1, 2], memory=memory)
+    assert calls == [[1], [2]]  # the move's preview finds the finished layer
 
 
 def test_the_engine_memory_keeps_to_its_byte_limit_least_recently_used_first_out():

@@ -77,7 +77,8 @@ def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: R
              layers: list[int], device: str, progress: Progress | None,
              slot: Callable[[], AbstractContextManager], memory: EngineMemory) -> list[LayerPGA]:
     """A preview of ``layers``, in :func:`cached_pga`'s order: the layers remembered in memory (a background
-    fill previews the next moves) and every other layer at once inside one ``slot``. Remembered, never
+    task previews the next moves) and every other layer inside one ``slot``, each remembered as soon as it is done
+    (a move to the setting a stopped preview ahead had started finds its finished layers). Remembered, never
     stored on disk: the exact run replaces it."""
     keys = {(layer, k, c): spec_key("pga-preview", PGA_VERSION, spec(layer, k, c))
             for layer in layers for k in settings.ks for c in settings.ccrs}
@@ -87,8 +88,11 @@ def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: R
     if missing:
         report(progress, "Preview", 0, 1)
         with slot() as pause:
-            found.update({(r.layer, r.k, r.ccr): r for r in pga_sweep(states, basis, settings, missing, device,
-                                                                        pause=pause, memory=memory)})
+            for number, layer in enumerate(missing):
+                if number and pause is not None:
+                    pause()
+                for r in pga_sweep(states, basis, settings, [layer], device, pause=pause, memory=memory):
+                    found[r.layer, r.k, r.ccr] = memory.put("preview", keys[r.layer, r.k, r.ccr], r)
         report(progress, "Preview", 1, 1)
     for w, key in keys.items():
         memory.put("preview", key, found[w])
