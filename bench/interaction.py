@@ -70,11 +70,12 @@ def browser():
 
 # The page is watched inside the browser (a 20 ms timer in the page), not polled over WebDriver: polling 20 times a
 # second cost the chromium renderer and chromedriver a share of the two cores the server is measured on.
+TITLE = ("const c = document.querySelectorAll('.js-plotly-plot')[0];"
+         "return c && c.layout && c.layout.title ? String(c.layout.title.text) : '';")
 WATCH = """
 const [condition, args, done] = [new Function('title', 'text', 'args', 'return (' + arguments[0] + ');'),
                                  arguments[1], arguments[arguments.length - 1]];
-const title = () => { const c = document.querySelectorAll('.js-plotly-plot')[0];
-                      return c && c.layout && c.layout.title ? String(c.layout.title.text) : ''; };
+const title = () => { """ + TITLE + """ };
 const text = () => document.querySelector('[data-testid=stMain]')?.textContent || '';
 (function watch() {
   if (document.querySelector('[data-testid=stException]')) return done('exception');
@@ -97,8 +98,7 @@ def wait_for(driver, condition: str, *args, timeout: float = 1800) -> float:
 
 
 def title(driver) -> str:
-    return driver.execute_script("const c = document.querySelectorAll('.js-plotly-plot')[0];"
-                                 "return c && c.layout.title ? c.layout.title.text : '';") or ""
+    return driver.execute_script(TITLE)
 
 
 def slider_step(driver, label: str, key: str) -> None:

@@ -181,7 +181,7 @@ class Background:
             return [task for task in self.tasks if task.state == "failed"]
 
 
-def show_status(background: Background, rendered: Callable[[], None] = lambda: None) -> None:
+def show_status(background: Background, rendered: Callable[[], None]) -> None:
     """One quiet line of what is ready, refreshed while anything runs; failures as one warning each; the page
     reruns when a result it shows is done. ``rendered`` is called at each refresh: the browser's timer fires
     only once it has drawn the page."""

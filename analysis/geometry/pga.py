@@ -458,8 +458,9 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     memory = memory or default_memory()
     candidates = {k: _candidates(memory, basis.top(k), settings.n_null, settings.seed, projection, torch_device)
                   for k in settings.ks}
-    # a preview keeps each layer's CCR-0 projections while all of them fit in half the engine's memory
-    keep_projections = settings.preview and len(layers) * sum(
+    # a preview keeps each layer's CCR-0 projections while those of every layer of the states fit in half the engine's
+    # memory (every layer, not only those asked for now: the dashboard previews one layer at a time)
+    keep_projections = settings.preview and n_layers * sum(
         bases.shape[0] * n * k for k, (_, bases) in candidates.items()) * 4 <= memory.limit_bytes // 2
     readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0

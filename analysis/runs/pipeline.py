@@ -94,8 +94,6 @@ def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: R
                 for r in pga_sweep(states, basis, settings, [layer], device, pause=pause, memory=memory):
                     found[r.layer, r.k, r.ccr] = memory.put("preview", keys[r.layer, r.k, r.ccr], r)
         report(progress, "Preview", 1, 1)
-    for w, key in keys.items():
-        memory.put("preview", key, found[w])
     return [found[w] for w in keys]
 
 
