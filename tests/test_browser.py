@@ -93,10 +93,12 @@ def wait_until_finished(driver, timeout: float = 600) -> None:
     WebDriverWait(driver, timeout, poll_frequency=0.25).until(finished)
 
 
-def chart_y(driver, index: int = 0) -> list[float]:
+def chart_y(driver, index: int = 0) -> list[float] | None:
+    """The first trace's y values of chart `index`, or None while that chart is being (re)drawn."""
     return driver.execute_script(
         "const c = document.querySelectorAll('.js-plotly-plot')[arguments[0]];"
-        "return Array.from(c._fullData[0].y);", index)  # _fullData: decoded arrays
+        "const t = c && c._fullData && c._fullData[0];"  # _fullData: decoded arrays
+        "return t && t.y ? Array.from(t.y) : null;", index)
 
 
 def screenshot(driver, name: str, tmp_path: Path) -> Path:
@@ -127,7 +129,7 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
     browser.execute_script("arguments[0].focus();", thumb)  # the range input is visually hidden
     ActionChains(browser).send_keys(Keys.ARROW_LEFT).perform()
 
-    WebDriverWait(browser, 600, poll_frequency=0.25).until(lambda d: chart_y(d) != before)
+    WebDriverWait(browser, 600, poll_frequency=0.25).until(lambda d: chart_y(d) not in (None, before))
     wait_until_finished(browser)
     assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid=stException]")
     assert chart_y(browser) != before
