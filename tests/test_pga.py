@@ -5,6 +5,7 @@ import torch
 from scipy.spatial.distance import pdist
 
 from analysis.errors import InputError
+from analysis.geometry import pga
 from analysis.geometry.ccr import fit_pca, remove_components
 from analysis.geometry.pga import PGASettings, null_bases, pga_sweep, sample_pairs
 from analysis.geometry.ranks import (
@@ -67,8 +68,10 @@ def test_rotating_data_and_unembedding_together_changes_nothing():
     assert b.rho_readout == pytest.approx(a.rho_readout, abs=1e-4)
 
 
-def test_matches_a_plain_reference_implementation():
+@pytest.mark.parametrize("batched_from_k", [1, 10**6])  # both forms of the projection: batched, one wide matmul
+def test_matches_a_plain_reference_implementation(monkeypatch, batched_from_k):
     """numpy cosine distances + scipy.stats.spearmanr, subspace by subspace."""
+    monkeypatch.setattr(pga, "BATCHED_FROM_K", batched_from_k)
     states, w_u = masked_readout(n=60, seed=3)
     settings = PGASettings(ks=(8,), ccrs=(1,), n_null=5, n_bootstrap=10)
     result = pga_sweep(states, readout_basis(w_u), settings)[0]
