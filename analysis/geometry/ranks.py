@@ -19,18 +19,15 @@ sides, rho equal to the plain reference (tested).
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from analysis.cores import WORKERS, on_every_core
 from analysis.geometry.radix import rho_parts
 
 TASK_VALUES = 2**20  # values sorted per task: a few rows of 10^5 pairs, most rows of 10^4
-WORKERS = max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
-_SORTERS = ThreadPoolExecutor(WORKERS)
 _LOW = np.int64(0xFFFFFFFF)
 _MAGNITUDE = np.int32(0x7FFFFFFF)
 
@@ -49,7 +46,7 @@ def _row_tasks(rows: torch.Tensor, task):
     """``task(values [a few, n] float32 numpy)`` over consecutive rows, on every core."""
     values = rows.detach().contiguous().numpy()
     step = max(1, min(TASK_VALUES // values.shape[1], -(-len(values) // WORKERS)))
-    return list(_SORTERS.map(task, [values[i:i + step] for i in range(0, len(values), step)]))
+    return on_every_core(task, [values[i:i + step] for i in range(0, len(values), step)])
 
 
 def _key_sorted(rows: torch.Tensor) -> bool:
