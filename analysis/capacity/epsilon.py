@@ -157,12 +157,12 @@ def cosine_histogram(matrix: np.ndarray | torch.Tensor, bins: int = 300, sample_
     total, done = n * (n - 1) // 2, 0
     buffer = torch.empty(min(n, BLOCK_ROWS) * n, device=torch_device)  # one block's cosines, reused
     for start in range(0, n, BLOCK_ROWS):
-        report(progress, "histogram of every pair, per cent", 100 * done // max(total, 1), 100)
+        report(progress, "pairs counted, per cent", 100 * done // max(total, 1), 100)
         rows = x[start:start + BLOCK_ROWS]
         block = torch.matmul(rows, x[start:].T, out=buffer[:len(rows) * (n - start)].view(len(rows), n - start))
         counts += _count_pairs(block, bins)  # row i's pairs: columns j > i
         done += len(rows) * (n - start) - len(rows) * (len(rows) + 1) // 2
-    report(progress, "histogram of every pair, per cent", 100, 100)
+    report(progress, "pairs counted, per cent", 100, 100)
     return Histogram(edges, counts.cpu().numpy())
 
 
