@@ -106,6 +106,36 @@ def test_ccr_and_k_moves_preview_from_the_remembered_ccr_0_projection_as_from_th
             assert not torch.allclose(updated, _project(remove_components(x, pca, 0).float(), bases), atol=1e-3)
 
 
+@pytest.mark.parametrize("ccr_fit", ["same", "half"])
+def test_an_exact_sweep_leaves_the_ccr_0_projections_a_preview_starts_from(monkeypatch, ccr_fit):
+    """P_0 = P_c + ((H - mu) U_c)(U_c^T B) of the exact sweep's first R' + 1 subspaces (the null draws are nested in R):
+    a preview after it at the same or a smaller k, at any depth, projects nothing and equals a cold preview; a preview
+    of more draws than were left projects them all."""
+    from analysis.geometry import pga
+
+    states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
+    layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
+    settings = pga_settings(w_u.shape[1], (8,), (1,), ccr_fit=ccr_fit)
+    preview = preview_settings(settings)
+    memory = EngineMemory()
+    pga_sweep(layers, basis, settings, memory=memory, for_previews=preview.n_null + 1)
+    assert memory.count("CCR-0 projection") == 2  # one per layer
+    projected = []
+    monkeypatch.setattr(pga, "_project", lambda points, bases: projected.append(bases.shape) or _project(points, bases))
+    for moved in (preview, replace(preview, ccrs=(0, 3)), replace(preview, ks=(5,))):
+        warm = pga_sweep(layers, basis, moved, memory=memory)
+        cold = pga_sweep(layers, basis, moved, memory=EngineMemory(limit_bytes=1))
+        for w, c in zip(warm, cold, strict=True):
+            assert w.rho_readout == pytest.approx(c.rho_readout, abs=1e-5) and np.allclose(w.null, c.null, atol=1e-5)
+    assert len(projected) == 2 * 4  # the cold previews' only
+    projected.clear()
+    pga_sweep(layers, basis, replace(preview, n_null=preview.n_null + 5), memory=memory)
+    assert [shape[0] for shape in projected] == [preview.n_null + 6] * 2
+    nothing_left = EngineMemory()
+    pga_sweep(layers, basis, settings, memory=nothing_left)  # for_previews = 0: the CLI's and the GPU's sweeps
+    assert nothing_left.count("CCR-0 projection") == 0
+
+
 def test_the_preview_agrees_with_the_exact_curve_on_a_tiny_model(neox_folder, tmp_path):
     cache = ResultCache(tmp_path)
     loaded = analyses.open_model(ModelChoice(str(neox_folder)), CPU)

@@ -286,29 +286,48 @@ class _Projection:
 def _preview_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor, remembered: tuple | None,
                         memory: EngineMemory) -> torch.Tensor:
     """:func:`_project` of the CCR-c states for a preview, from the layer's CCR-0 projection ``P_0 = (H - mu) B``
-    remembered under ``remembered`` (its key; None to keep nothing):
+    remembered under ``remembered`` (its key; None to keep nothing), by a preview or an exact sweep (see
+    :func:`_remember_projection`):
     - a move of k: the bases are nested (V_k is the readout's top k, a null draw's first k columns are its basis at
       k), so ``P_0`` at the widest k so far serves every smaller k, and a larger k projects only the columns it adds;
+    - the null draws are nested in R too, so ``P_0`` of more subspaces serves a preview of its first m;
     - a move of CCR depth: ``(H - mu)(I - U_c U_c^T) B = P_0 - ((H - mu) U_c)(U_c^T B)``, ``n c k`` per subspace
       instead of ``n d k``.
     Equal to the direct projection up to float32 rounding (tested)."""
     centred = (scored.to(torch.float64) - pca.mean).float()
-    k = bases.shape[-1]
+    m, _, k = bases.shape
     kept = None if remembered is None else memory.get("CCR-0 projection", remembered)
-    if kept is not None:  # the same readout? (the null draws are fixed by the key; another readout is not)
+    if kept is not None and len(kept.bases) >= m:  # the same readout? (the null draws are fixed by the key)
         shared = min(k, kept.bases.shape[-1])
         kept = kept if torch.allclose(kept.bases[0, :, :shared], bases[0, :, :shared], atol=1e-6) else None
+    else:
+        kept = None
     if kept is None or kept.bases.shape[-1] < k:
         have = 0 if kept is None else kept.bases.shape[-1]
         added = _project(centred, bases[..., have:])
-        kept = _Projection(bases, added if kept is None else torch.cat([kept.projection, added], dim=-1))
+        kept = _Projection(bases, added if kept is None else torch.cat([kept.projection[:m], added], dim=-1))
         if remembered is not None:
             memory.put("CCR-0 projection", remembered, kept)
-    zero = kept.projection[..., :k]
+    zero = kept.projection[:m, :, :k]
     if c == 0:
         return zero
     top = pca.components[:, :c].float()
     return zero - (centred @ top) @ (top.T @ bases.float())
+
+
+def _remember_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor, projected: torch.Tensor,
+                         remembered: tuple, memory: EngineMemory) -> None:
+    """An exact sweep's CCR-c projection ``projected`` ``[m, n, k]`` onto ``bases`` ``[m, d, k]`` (its first m
+    subspaces), turned back into ``P_0 = P_c + ((H - mu) U_c)(U_c^T B)`` and remembered for the previews of these
+    states (:func:`_preview_projection`), unless a projection at least as wide is remembered already."""
+    kept = memory.get("CCR-0 projection", remembered)
+    if kept is not None and len(kept.bases) >= len(bases) and kept.bases.shape[-1] >= bases.shape[-1]:
+        return
+    zero = projected
+    if c:
+        top = pca.components[:, :c].float()
+        zero = projected + ((scored.to(torch.float64) - pca.mean).float() @ top) @ (top.T @ bases.float())
+    memory.put("CCR-0 projection", remembered, _Projection(bases, zero.contiguous()))
 
 
 def _subspace_rhos(corrected: torch.Tensor, projected: torch.Tensor, design: PairDesign,
@@ -430,15 +449,17 @@ def _split(n: int, how: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
               layers: list[int] | None = None, device: str = "auto",
               progress: Progress | None = None, pause: Callable[[], None] | None = None,
-              memory: EngineMemory | None = None) -> list[LayerPGA]:
+              memory: EngineMemory | None = None, for_previews: int = 0) -> list[LayerPGA]:
     """PGA for every layer in ``layers`` x k in ``settings.ks`` x CCR depth in ``settings.ccrs``.
 
     ``states`` is ``[L, N, d]`` (or ``[N, d]``). Reused across the sweep: each layer's PCA (for all
     CCR depths), each (layer, CCR) full-space ranks (for all k), each k's null bases (for all layers).
     ``pause``: called between layers and every few subspaces, where the caller may let more urgent work run
     first (the dashboard's admission policy hands the cores to a visitor's preview there). ``memory``: where PCAs
-    and candidate bases are remembered (default: the process's). Returns one :class:`LayerPGA` per (layer, k, ccr),
-    layer-major.
+    and candidate bases are remembered (default: the process's). ``for_previews``: an exact sweep leaves in ``memory``
+    each layer's CCR-0 projection onto its readout and first ``for_previews - 1`` null draws, which a preview of R' =
+    ``for_previews - 1`` draws then needs not project again (a slider move right after the exact curve). Returns one
+    :class:`LayerPGA` per (layer, k, ccr), layer-major.
     """
     layers = None if layers is None else [int(i) for i in layers]
     states = validate_states(states, basis.d, layers)
@@ -458,10 +479,12 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     memory = memory or default_memory()
     candidates = {k: _candidates(memory, basis.top(k), settings.n_null, settings.seed, projection, torch_device)
                   for k in settings.ks}
-    # a preview keeps each layer's CCR-0 projections while those of every layer of the states fit in half the engine's
-    # memory (every layer, not only those asked for now: the dashboard previews one layer at a time)
-    keep_projections = settings.preview and n_layers * sum(
-        bases.shape[0] * n * k for k, (_, bases) in candidates.items()) * 4 <= memory.limit_bytes // 2
+    # the CCR-0 projections onto the subspaces a preview scores are kept, for every layer of the states, while they fit
+    # in half the engine's memory (every layer, not only those asked for now: the dashboard asks for one at a time);
+    # an exact sweep leaves those of its first ``for_previews`` subspaces
+    kept_subspaces = settings.n_null + 1 if settings.preview else min(for_previews, settings.n_null + 1)
+    keep_projections = 0 < kept_subspaces and n_layers * kept_subspaces * n * sum(settings.ks) * 4 <= \
+        memory.limit_bytes // 2
     readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
     for number, layer in enumerate(layers):
@@ -471,7 +494,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         x = torch.as_tensor(states[layer], device=torch_device)
         fitted, scored = x[fit_rows], x[score_rows]
         fit_key = _pca_key(fitted)
-        scored_key = None  # the scored rows' digest, where a preview keeps its CCR-0 projections by it
+        scored_key = None  # the scored rows' digest, where the CCR-0 projections are kept by it
         if keep_projections:
             scored_key = fit_key if settings.ccr_fit == "same" else _pca_key(scored)
         try:
@@ -489,11 +512,15 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
             for k in settings.ks:
                 report(progress, "PGA by layer", done, total)
                 bases_key, bases = candidates[k]
-                if settings.preview:  # the bases' key without V_k's digest: one projection serves every k
-                    remembered = None if scored_key is None else (scored_key, *bases_key[1:])
+                # the bases' key without V_k's digest and R: one projection serves every k and every R up to its own
+                remembered = None if scored_key is None else (scored_key, *bases_key[2:])
+                if settings.preview:
                     projected = _preview_projection(scored, pca, c, bases, remembered, memory)
                 else:
                     projected = _project(corrected32, bases)
+                    if remembered is not None and c == settings.ccrs[0]:
+                        _remember_projection(scored, pca, c, bases[:kept_subspaces], projected[:kept_subspaces],
+                                             remembered, memory)
                 rhos = _subspace_rhos(corrected32, projected, design, pause)
                 rho, null = float(rhos[0]), rhos[1:]
                 angles, shares = _angles(pca.components, readouts[k], settings.n_pcs)

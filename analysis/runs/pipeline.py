@@ -45,6 +45,7 @@ from analysis.models.loading import LoadedModel
 from analysis.models.refs import ModelRef
 from analysis.models.weights import StoredMatrix, read_matrix
 from analysis.progress import Progress, report
+from analysis.runs.settings import preview_subspaces
 from analysis.storage.cache import ResultCache, default_cache, spec_key
 from analysis.storage.memory import EngineMemory, default_memory
 from analysis.storage.shapes import OneOf
@@ -179,7 +180,8 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
             computed = True
             fresh = replace(settings, ks=tuple(sorted(missing_k)), ccrs=tuple(sorted(missing_c)))
             with slot() as pause:
-                results = pga_sweep(array, basis, fresh, [layer], device, pause=pause, memory=memory)
+                results = pga_sweep(array, basis, fresh, [layer], device, pause=pause, memory=memory,
+                                    for_previews=preview_subspaces(settings, device))
             for result in results:
                 cache.put("pga", PGA_VERSION, spec(result.layer, result.k, result.ccr), result)
                 found[result.layer, result.k, result.ccr] = result

@@ -109,11 +109,17 @@ def preview_settings(settings: PGASettings, device: str = "auto") -> PGASettings
                    projection="bfloat16" if fast_bf16 else "float32", preview=True)
 
 
+def preview_subspaces(settings: PGASettings, device: str = "auto") -> int:
+    """How many leading subspaces of an exact sweep of ``settings`` (the readout, then null draws) a preview of the
+    same settings scores, where it can start from the exact sweep's projections (``pga_sweep``'s ``for_previews``);
+    0 where it cannot: on a GPU (no preview) or when the preview projects in another dtype."""
+    preview = preview_settings(settings, device)
+    return preview.n_null + 1 if needs_preview(device) and preview.projection == settings.projection else 0
+
+
 def needs_preview(device: str = "auto") -> bool:
     """A preview pays on the CPU; on a GPU the exact curve is as quick to come (BENCHMARKS.md)."""
     return pick_device(device).type == "cpu"
-
-
 
 
 def k_grid(d: int) -> tuple[int, ...]:

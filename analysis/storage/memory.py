@@ -1,7 +1,9 @@
 """The engine's memory: what computations keep in RAM between calls, in one object.
 
-Layers' PCAs, null and candidate bases, readout bases and previews live here under one size limit in
-bytes (``RG_ENGINE_MEMORY_MB``, default 512) with one eviction rule: least recently used first out.
+Layers' PCAs, null and candidate bases, readout bases, the layers' CCR-0 projections and previews live here under
+one size limit in bytes (``RG_ENGINE_MEMORY_MB``, default 1024: at d = 1024, 512 MB was full after a few moves,
+and the layers' projections a move's preview starts from were pushed out while it ran) with one eviction rule:
+least recently used first out.
 It is passed in as the disk cache is (``memory=``, default :func:`default_memory`, the process's), so a
 test makes its own and clears nothing private.
 """
@@ -20,7 +22,7 @@ import numpy as np
 import torch
 
 T = TypeVar("T")
-DEFAULT_LIMIT_MB = 512
+DEFAULT_LIMIT_MB = 1024
 
 
 def size_of(value) -> int:
