@@ -72,7 +72,7 @@ class ViewState:
 
     @property
     def compute(self) -> Compute:
-        return Compute(device=self.device)
+        return Compute(device=self.device, previews=True)
 
 
 def query_value(key: str, default):

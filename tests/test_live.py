@@ -136,6 +136,16 @@ def test_an_exact_sweep_leaves_the_ccr_0_projections_a_preview_starts_from(monke
     assert nothing_left.count("CCR-0 projection") == 0
 
 
+def test_only_a_caller_that_draws_previews_keeps_the_exact_sweeps_projections(neox_folder, tmp_path):
+    """The dashboard's exact curves leave each layer's projections for the slider previews; the CLI's do not."""
+    loaded = analyses.open_model(ModelChoice(str(neox_folder)), CPU)
+    for compute in (CPU, replace(CPU, previews=True)):
+        memory = EngineMemory()
+        run = analyses.model_pga(loaded, builtin_corpus(), Sampling(256, window=64), pga_settings(32), compute=compute,
+                                 cache=ResultCache(tmp_path / str(compute.previews)), memory=memory)
+        assert memory.count("CCR-0 projection") == (len(run.results) if compute.previews else 0)  # one per layer
+
+
 def test_the_preview_agrees_with_the_exact_curve_on_a_tiny_model(neox_folder, tmp_path):
     cache = ResultCache(tmp_path)
     loaded = analyses.open_model(ModelChoice(str(neox_folder)), CPU)

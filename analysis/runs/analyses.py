@@ -79,6 +79,7 @@ from analysis.runs.settings import (
     clip_epsilon,
     pga_settings,
     preview_settings,
+    preview_subspaces,
 )
 from analysis.storage.cache import Entry, ResultCache, default_cache, library_versions
 from analysis.storage.memory import EngineMemory
@@ -131,7 +132,8 @@ def model_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings:
     hidden = entry.value
     layers = list(range(hidden.n_layers)) if layers is None else list(layers)
     results = cached_pga(hidden, entry.provenance["spec"], model_readout(loaded, cache, memory), loaded.spec,
-                         settings, layers, compute.device, progress, cache, stored_only, slot, memory)
+                         settings, layers, compute.device, progress, cache, stored_only, slot, memory,
+                         preview_subspaces(settings, compute.device) if compute.previews else 0)
     if results is None:
         return None
     return PGARun(tuple(results), settings, loaded.ref.label, loaded.ref.identity, loaded.spec["dtype"],

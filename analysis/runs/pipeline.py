@@ -45,7 +45,6 @@ from analysis.models.loading import LoadedModel
 from analysis.models.refs import ModelRef
 from analysis.models.weights import StoredMatrix, read_matrix
 from analysis.progress import Progress, report
-from analysis.runs.settings import preview_subspaces
 from analysis.storage.cache import ResultCache, default_cache, spec_key
 from analysis.storage.memory import EngineMemory, default_memory
 from analysis.storage.shapes import OneOf
@@ -144,7 +143,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
                settings: PGASettings, layers: list[int], device: str = "auto",
                progress: Progress | None = None, cache: ResultCache | None = None, stored_only: bool = False,
                slot: Callable[[], AbstractContextManager] = nullcontext,
-               memory: EngineMemory | None = None) -> list[LayerPGA] | None:
+               memory: EngineMemory | None = None, for_previews: int = 0) -> list[LayerPGA] | None:
     """PGA for ``layers`` x ``settings.ks`` x ``settings.ccrs``, each (layer, k, ccr) cached on its own.
 
     ``stored_only``: return None instead of computing when anything is missing. ``slot``: a context
@@ -152,7 +151,8 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     not None, is the ``pause`` handed to :func:`pga_sweep`. A layer's results are stored as soon as it is
     done, so work that is stopped keeps every finished layer.
     Preview settings (``settings.preview``): see :func:`_preview` (a second or two; remembered in memory, never
-    stored on disk). ``memory``: the engine's (PCAs, bases, previews; default: the process's)."""
+    stored on disk). ``memory``: the engine's (PCAs, bases, previews; default: the process's). ``for_previews``: see
+    :func:`pga_sweep`."""
     cache, memory = cache or default_cache(), memory or default_memory()
     array = states.states if isinstance(states, HiddenStates) else states
     check_layers(layers, len(array))
@@ -181,7 +181,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
             fresh = replace(settings, ks=tuple(sorted(missing_k)), ccrs=tuple(sorted(missing_c)))
             with slot() as pause:
                 results = pga_sweep(array, basis, fresh, [layer], device, pause=pause, memory=memory,
-                                    for_previews=preview_subspaces(settings, device))
+                                    for_previews=for_previews)
             for result in results:
                 cache.put("pga", PGA_VERSION, spec(result.layer, result.k, result.ccr), result)
                 found[result.layer, result.k, result.ccr] = result

@@ -71,11 +71,13 @@ class ModelChoice:
 @dataclass(frozen=True)
 class Compute:
     """Where and how a model runs; none of it changes a number beyond float rounding except dtype,
-    which is part of every cache key."""
+    which is part of every cache key. ``previews``: the caller draws quick previews of the same states (the
+    dashboard's sliders), so an exact sweep leaves in memory the projections a preview starts from."""
 
     device: str = "auto"
     dtype: str = "auto"
     batch_size: int = BATCH_SIZE
+    previews: bool = False
 
     def __post_init__(self) -> None:
         require(isinstance(self.batch_size, int) and self.batch_size >= 1,
