@@ -522,7 +522,10 @@ def test_the_capacity_page_draws_a_preview_histogram_at_once_then_the_histogram_
             in captions)
     epsilon = next(m for m in app.metric if m.label == "epsilon").value  # exact from the start: the closed form
     assert [task.group for task in app.session_state["background"].tasks] == ["Cosine histogram"] * 2
+    recomputed, closed_form = [], pipeline.cosine_stats
+    monkeypatch.setattr(pipeline, "cosine_stats", lambda *args: recomputed.append(args) or closed_form(*args))
     settled(app)
+    assert not recomputed  # the histogram of every pair takes the statistics the preview cached
     assert "Embedding: pairwise cosines" in titles(app) and not any(t.startswith("Preview") for t in titles(app))
     assert "all 130,816 pairs of 512 rows" in " ".join(shown(c.value) for c in app.caption)
     assert next(m for m in app.metric if m.label == "epsilon").value == epsilon

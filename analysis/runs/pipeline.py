@@ -206,8 +206,8 @@ def matrix_geometry(ref: ModelRef, which: str = "embedding", bins: int = 300, sa
 
     def compute() -> MatrixGeometry:
         stored = read_matrix(ref, which)
-        return MatrixGeometry(which, cosine_stats(stored.matrix, device),
-                              cosine_histogram(stored.matrix, bins, sample_pairs, seed, device, progress),
+        stats, _ = matrix_stats(ref, which, device, cache, stored)  # cached: the page's preview has them already
+        return MatrixGeometry(which, stats, cosine_histogram(stored.matrix, bins, sample_pairs, seed, device, progress),
                               stored.tied_embeddings, stored.model_type, stored.tensor_name)
 
     return cache.get_or_compute("matrix-geometry", GEOMETRY_VERSION, spec, compute, MatrixGeometry).value
