@@ -282,6 +282,13 @@ class _Projection:
     bases: torch.Tensor
     projection: torch.Tensor
 
+    def serves(self, bases: torch.Tensor) -> bool:
+        """Whether it holds the first ``len(bases)`` subspaces of ``bases`` ``[m, d, k]`` (at some width): enough
+        draws and the same readout (which draws they are is fixed by the key it is remembered under)."""
+        shared = min(bases.shape[-1], self.bases.shape[-1])
+        return len(self.bases) >= len(bases) and torch.allclose(self.bases[0, :, :shared], bases[0, :, :shared],
+                                                                atol=1e-6)
+
 
 def _preview_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor, remembered: tuple | None,
                         memory: EngineMemory) -> torch.Tensor:
@@ -297,10 +304,7 @@ def _preview_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Ten
     centred = (scored.to(torch.float64) - pca.mean).float()
     m, _, k = bases.shape
     kept = None if remembered is None else memory.get("CCR-0 projection", remembered)
-    if kept is not None and len(kept.bases) >= m:  # the same readout? (the null draws are fixed by the key)
-        shared = min(k, kept.bases.shape[-1])
-        kept = kept if torch.allclose(kept.bases[0, :, :shared], bases[0, :, :shared], atol=1e-6) else None
-    else:
+    if kept is not None and not kept.serves(bases):
         kept = None
     if kept is None or kept.bases.shape[-1] < k:
         have = 0 if kept is None else kept.bases.shape[-1]
@@ -309,10 +313,14 @@ def _preview_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Ten
         if remembered is not None:
             memory.put("CCR-0 projection", remembered, kept)
     zero = kept.projection[:m, :, :k]
-    if c == 0:
-        return zero
+    return zero - _removed(centred, pca, c, bases) if c else zero
+
+
+def _removed(centred: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor) -> torch.Tensor:
+    """``((H - mu) U_c)(U_c^T B)`` ``[m, n, k]`` float32: what CCR-c takes out of the projection onto ``bases``
+    ``[m, d, k]`` of the centred states ``centred`` ``[n, d]`` float32."""
     top = pca.components[:, :c].float()
-    return zero - (centred @ top) @ (top.T @ bases.float())
+    return (centred @ top) @ (top.T @ bases.float())
 
 
 def _remember_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor, projected: torch.Tensor,
@@ -321,12 +329,9 @@ def _remember_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Te
     subspaces), turned back into ``P_0 = P_c + ((H - mu) U_c)(U_c^T B)`` and remembered for the previews of these
     states (:func:`_preview_projection`), unless a projection at least as wide is remembered already."""
     kept = memory.get("CCR-0 projection", remembered)
-    if kept is not None and len(kept.bases) >= len(bases) and kept.bases.shape[-1] >= bases.shape[-1]:
+    if kept is not None and kept.serves(bases) and kept.bases.shape[-1] >= bases.shape[-1]:
         return
-    zero = projected
-    if c:
-        top = pca.components[:, :c].float()
-        zero = projected + ((scored.to(torch.float64) - pca.mean).float() @ top) @ (top.T @ bases.float())
+    zero = projected + _removed((scored.to(torch.float64) - pca.mean).float(), pca, c, bases) if c else projected
     memory.put("CCR-0 projection", remembered, _Projection(bases, zero.contiguous()))
 
 
@@ -483,8 +488,8 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     # in half the engine's memory (every layer, not only those asked for now: the dashboard asks for one at a time);
     # an exact sweep leaves those of its first ``for_previews`` subspaces
     kept_subspaces = settings.n_null + 1 if settings.preview else min(for_previews, settings.n_null + 1)
-    keep_projections = 0 < kept_subspaces and n_layers * kept_subspaces * n * sum(settings.ks) * 4 <= \
-        memory.limit_bytes // 2
+    keep_projections = 0 < kept_subspaces and (
+        n_layers * kept_subspaces * n * sum(settings.ks) * 4 <= memory.limit_bytes // 2)
     readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
     for number, layer in enumerate(layers):
