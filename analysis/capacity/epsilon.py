@@ -167,8 +167,8 @@ def cosine_histogram(matrix: np.ndarray | torch.Tensor, bins: int = 300, sample_
 
 
 def _count_pairs(block: torch.Tensor, bins: int) -> torch.Tensor:
-    """int64 counts per bin over [-1, 1] of ``block[i, j]`` for ``j > i``: compiled on the CPU
-    (:func:`~analysis.capacity.binning.count_bins`), ``torch.histc`` elsewhere."""
+    """int64 counts per bin over [-1, 1] of ``block[i, j]`` for ``j > i``: counted in place, on every core, on the
+    CPU; gathered, then :func:`_bin`, elsewhere."""
     if block.device.type == "cpu":
         return torch.from_numpy(count_bins(block, bins, upper=True))
     return _bin(block[torch.ones_like(block, dtype=torch.bool).triu(1)], bins)
@@ -194,9 +194,12 @@ def rows_histogram(matrix: np.ndarray | torch.Tensor, bins: int = 300, rows: int
 
 
 def _bin(values: torch.Tensor, bins: int, chunk: int = 1 << 23) -> torch.Tensor:
-    """int64 counts per bin over [-1, 1]. ``torch.histc`` counts in the input's float32, exact only
-    below 2**24 per bin, so it runs on chunks of 2**23 values; ``values`` is clamped in place
-    (rounding can pass +-1)."""
+    """int64 counts per bin over [-1, 1] of ``values`` (any shape): on the CPU the compiled kernel
+    (:func:`~analysis.capacity.binning.count_bins`, the one bin rule there); elsewhere ``torch.histc``, which counts
+    in the input's float32, exact only below 2**24 per bin, so it runs on chunks of 2**23 values, ``values``
+    clamped in place (rounding can pass +-1)."""
+    if values.device.type == "cpu":
+        return torch.from_numpy(count_bins(values.reshape(1, -1), bins))
     flat = values.reshape(-1).clamp_(-1, 1)
     counts = torch.zeros(bins, dtype=torch.int64, device=values.device)
     for start in range(0, len(flat), chunk):
