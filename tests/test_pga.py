@@ -172,6 +172,14 @@ def test_exact_ranks_against_a_shared_reference_equal_scipy_on_planted_tied_and_
         np.testing.assert_allclose(ours, spearman_many(centred_ranks(torch.tensor(ref)), torch.tensor(rows)).numpy(),
                                    atol=1e-12)  # the gathering path, and the GPU's
     assert spearman_ranked(ranked_reference(torch.tensor(reference)), torch.tensor(rows[:1]))[0] > 0.9
+    # read in place: the values lie at shuffled positions of wider rows (as a design's pairs in Gram matrices),
+    # the rest NaN, which would rank above every value if it were read
+    flat = rng.permutation(30000)[:20000]
+    wide = np.full((len(rows), 30000), np.nan, np.float32)
+    wide[:, flat] = rows
+    ranked = ranked_reference(torch.tensor(reference))
+    np.testing.assert_array_equal(spearman_ranked(ranked, torch.tensor(wide), torch.tensor(flat)).numpy(),
+                                  spearman_ranked(ranked, torch.tensor(rows)).numpy())
     unrelated = rng.standard_normal((4, 20000)).astype(np.float32)
     found = spearman_ranked(ranked_reference(torch.tensor(reference)), torch.tensor(unrelated)).numpy()
     assert np.all(np.abs(found) < 0.04)  # nothing planted: nothing found

@@ -255,13 +255,12 @@ def sample_pairs(n: int, max_pairs: int | None, seed: int, pair_blocks: int | No
     return PairDesign(np.arange(n), n, flat)
 
 
-def _similarities(points: torch.Tensor, block: int, flat: torch.Tensor) -> torch.Tensor:
-    """Cosine similarity of the chosen pairs: ``points`` ``[m, B * block, k]`` (tokens in the design's order)
-    -> ``[m, n_pairs]`` float32, one Gram matrix per subspace and block (for sampled pairs too: a batched
-    matmul beats gathering each pair's rows)."""
+def _cosine_grams(points: torch.Tensor, block: int) -> torch.Tensor:
+    """``[m, B * block * block]`` float32: the cosine similarities inside each block of ``block`` consecutive tokens of
+    ``points`` ``[m, B * block, k]`` (tokens in the design's order), one Gram matrix per subspace and block, flattened
+    (a design's ``flat`` picks its pairs; for sampled pairs too, a batched matmul beats gathering each pair's rows)."""
     unit = torch.nn.functional.normalize(points, dim=-1).reshape(len(points), -1, block, points.shape[-1])
-    gram = unit @ unit.transpose(-1, -2)
-    return gram.reshape(len(points), -1).index_select(1, flat)
+    return (unit @ unit.transpose(-1, -2)).reshape(len(points), -1)
 
 
 def _project(points: torch.Tensor, bases: torch.Tensor) -> torch.Tensor:
@@ -346,15 +345,15 @@ def _subspace_rhos(corrected: torch.Tensor, projected: torch.Tensor, design: Pai
     n, _ = corrected.shape
     m = len(projected)
     flat = torch.as_tensor(design.flat, device=corrected.device)
-    full = _similarities(corrected[None], design.block, flat)[0]
-    correlate = partial(spearman_ranked, ranked_reference(full))
+    full = _cosine_grams(corrected[None], design.block)[0, flat]
+    correlate = partial(spearman_ranked, ranked_reference(full), flat=flat)
     per_subspace = (n * design.block + design.n_pairs) * 4  # its Gram matrices and its pairs, float32
     chunk = max(1, min(CHUNK_SUBSPACES, MEMORY_BUDGET_BYTES // per_subspace))
     rhos = []
     for start in range(0, m, chunk):
         if start and pause is not None:
             pause()
-        rhos.append(correlate(_similarities(projected[start:start + chunk], design.block, flat)))
+        rhos.append(correlate(_cosine_grams(projected[start:start + chunk], design.block)))
     return torch.cat(rhos).cpu().numpy()
 
 

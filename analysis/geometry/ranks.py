@@ -13,8 +13,8 @@ the ties, 5-7x faster than ``torch.sort`` of the values (``bench/pga.py`` prints
 
 ``spearman_ranked`` is the path of the PGA sweep, whose rows share one reference: ranked once
 (:class:`RankedReference`), then each row by a compiled radix sort whose keys carry the reference's place of
-their column (``analysis.geometry.radix``): no comparison sort and no gather per value, ties averaged on both
-sides, rho equal to the plain reference (tested).
+their column (``analysis.geometry.radix``), reading each value where it lies (a pair's entry of a Gram matrix):
+no comparison sort, no gathered copy, ties averaged on both sides, rho equal to the plain reference (tested).
 """
 
 from __future__ import annotations
@@ -134,19 +134,22 @@ def ranked_reference(values: torch.Tensor) -> RankedReference:
     return RankedReference(place.cpu().numpy(), centred, shift.cpu().numpy())
 
 
-def spearman_ranked(reference: RankedReference, rows: torch.Tensor) -> torch.Tensor:
-    """``[m]`` Spearman correlations of each row of ``rows`` ``[m, n]`` with one reference: equal to
-    :func:`spearman_many` (ties averaged; NaN for a constant row). On the CPU a compiled radix sort of each row
-    carrying the reference's places (:func:`analysis.geometry.radix.rho_parts`), a few rows per core."""
-    if not _key_sorted(rows):
-        return spearman_many(reference.centred, rows)
+def spearman_ranked(reference: RankedReference, values: torch.Tensor, flat: torch.Tensor | None = None) -> torch.Tensor:
+    """``[m]`` Spearman correlations with one reference of the rows ``values[:, flat]``: ``values`` ``[m, G]`` (e.g.
+    each subspace's Gram matrices, flattened), ``flat`` ``[n]`` int64 positions in a row (default: all). Equal to
+    :func:`spearman_many` of the gathered rows (ties averaged; NaN for a constant row). On the CPU a compiled radix
+    sort of each row that reads the values in place and carries the reference's places
+    (:func:`analysis.geometry.radix.rho_parts`), a few rows per core; elsewhere the gathered rows' sort."""
+    if not _key_sorted(values):
+        return spearman_many(reference.centred, values if flat is None else values.index_select(1, flat))
+    positions = np.arange(values.shape[1]) if flat is None else flat.cpu().numpy().astype(np.int64, copy=False)
 
-    def task(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        numerators, norms = np.empty(len(values)), np.empty(len(values))
-        rho_parts(values, reference.place, reference.shift, numerators, norms)
+    def task(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        numerators, norms = np.empty(len(rows)), np.empty(len(rows))
+        rho_parts(rows, positions, reference.place, reference.shift, numerators, norms)
         return numerators, norms
 
-    numerator, norms = (np.concatenate(part) for part in zip(*_row_tasks(rows, task), strict=True))
+    numerator, norms = (np.concatenate(part) for part in zip(*_row_tasks(values, task), strict=True))
     with np.errstate(divide="ignore", invalid="ignore"):
         return torch.from_numpy(numerator / (reference.norm * norms))
 
