@@ -244,6 +244,23 @@ def test_ccr_leaves_nothing_along_removed_directions():
     assert (remove_components(wide, dual, 4) @ dual.components[:, :4]).abs().max() < 1e-8
 
 
+def test_top_components_equal_the_full_eigendecomposition_both_ways(monkeypatch):
+    rng = np.random.default_rng(3)
+    scales = np.geomspace(10, 0.1, 60)  # a planted spectrum: axis i has standard deviation scales[i]
+    scales[0] = 40
+    for n in (400, 40):  # N > d: the covariance's eigenproblem; N < d: the dual's
+        states = torch.tensor(rng.standard_normal((n, 60)) * scales + 5)
+        full = fit_pca(states)
+        with monkeypatch.context() as patched:  # the top components come from the tridiagonal path, not eigh
+            patched.setattr(torch.linalg, "eigh", None)
+            top = fit_pca(states, 8)
+        assert top.components.shape == (60, 8) and len(top.variances) == len(full.variances)
+        torch.testing.assert_close(top.variances, full.variances, rtol=1e-9, atol=1e-12)
+        torch.testing.assert_close((top.components * full.components[:, :8]).sum(0).abs(),
+                                   torch.ones(8, dtype=torch.float64), rtol=0, atol=1e-9)
+        assert top.components[0, 0].abs() > 0.99  # the planted top axis
+
+
 def test_same_seed_same_null_other_seed_other_null():
     states, w_u = planted_readout()
     a, b, c = (one(states, w_u, ks=(8,), seed=s) for s in (7, 7, 8))
@@ -307,7 +324,7 @@ def test_remembered_pcas_are_the_ones_a_sweep_uses(monkeypatch, ccr_fit):
     settings = PGASettings(ks=(8,), ccrs=(1,), n_null=5, n_bootstrap=10, ccr_fit=ccr_fit, seed=4)
     cold = pga_sweep(layers, readout_basis(w_u), settings, memory=EngineMemory())
     memory, fits = EngineMemory(), []
-    monkeypatch.setattr(engine, "fit_pca", lambda x: fits.append(len(x)) or fit_pca(x))
+    monkeypatch.setattr(engine, "fit_pca", lambda x, top=None: fits.append(len(x)) or fit_pca(x, top))
     stored = [engine.fit_layer_pca(layers, layer, settings, memory=memory) for layer in range(3)]
     assert len(fits) == 3 and memory.count("pca") == 3
     warm = pga_sweep(layers, readout_basis(w_u), settings, memory=memory)
@@ -334,7 +351,7 @@ def test_a_restarted_process_reads_the_layers_pcas_from_the_disk_cache(tmp_path,
     first = cached_pga(layers, {"id": "restart"}, basis, {"id": "w"}, settings, [0, 1], cache=ResultCache(tmp_path),
                        memory=EngineMemory())
     fits = []
-    monkeypatch.setattr(engine, "fit_pca", lambda x: fits.append(len(x)) or fit_pca(x))
+    monkeypatch.setattr(engine, "fit_pca", lambda x, top=None: fits.append(len(x)) or fit_pca(x, top))
     other = PGASettings(ks=(4,), ccrs=(2,), n_null=5, n_bootstrap=10)  # a new k: computed, on stored PCAs
     again = cached_pga(layers, {"id": "restart"}, basis, {"id": "w"}, other, [0, 1], cache=ResultCache(tmp_path),
                        memory=EngineMemory())

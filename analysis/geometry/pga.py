@@ -374,9 +374,8 @@ def layer_pca(states: torch.Tensor, needed: int, memory: EngineMemory | None = N
     pca = memory.get("pca", key)
     if pca is not None and pca.components.shape[1] >= min(needed, pca.variances.numel()):
         return pca
-    full = fit_pca(states)
-    return memory.put("pca", key, PCA(full.mean, full.components[:, :max(needed, PCA_KEPT)].contiguous(),
-                                      full.variances))
+    fitted = fit_pca(states, max(needed, PCA_KEPT))
+    return memory.put("pca", key, PCA(fitted.mean, fitted.components.contiguous(), fitted.variances))
 
 
 @storable

@@ -17,7 +17,7 @@ How, per row:
   (``-0.0`` equal to ``+0.0``);
 - the key, carried with ``p`` in one 64-bit word, is sorted by three stable counting passes of 11, 11 and 10 bits,
   least significant first: each pass's 2,048 counters and write positions stay in the core's nearest caches,
-  where two passes of 16 bits missed them at every value (1.5x slower on 2 AVX2 cores; ``bench/pga.py``);
+  where two passes of 16 bits missed them at every value (1.5x slower on 2 AVX2 cores);
 - the last pass adds ``j p_j`` in integers as it puts each word in its place ``j``, and a linear scan of the sorted
   words finds the row's tie runs, which only then are walked for their corrections.
 No comparison sort, no gather per value. ``nogil``: the caller runs rows on every core. numba comes with
