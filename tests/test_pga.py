@@ -40,6 +40,18 @@ def test_planted_readout_gives_large_positive_z():
     assert result.pc1_angle_deg < 10 and result.variance_in_readout == pytest.approx(8.08 / 8.64, abs=0.02)
 
 
+def test_variance_in_readout_equals_a_plain_trace_at_every_k_and_ccr_depth():
+    states, w_u = planted_readout(seed=2)
+    basis, memory = readout_basis(w_u), EngineMemory()
+    results = pga_sweep(states, basis, PGASettings(**{**FAST, "ks": (8, 3), "ccrs": (0, 2)}), memory=memory)
+    covariance = np.cov(states.astype(np.float64), rowvar=False)
+    for r in results:  # remembered by the rows and V_k, reused across CCR depths: still each k's own trace
+        top = basis.top(r.k)
+        assert r.variance_in_readout == pytest.approx(np.trace(top.T @ covariance @ top) / np.trace(covariance),
+                                                      rel=1e-9)
+    assert memory.count("variance in readout") == 2
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_random_readout_gives_no_signal(seed):
     states, _ = planted_readout(seed=seed)

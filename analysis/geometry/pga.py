@@ -435,6 +435,12 @@ def _z_interval(rho: float, null: np.ndarray, n_bootstrap: int, rng: np.random.G
     return float(low), float(high)
 
 
+def _variance_in_readout(fitted: torch.Tensor, pca: PCA, readout: torch.Tensor) -> float:
+    """sum_i lambda_i ||V_k^T u_i||^2 = trace(V_k^T C V_k) = ||(H - mu) V_k||_F^2 / (n - 1) for the fitted rows ``H``
+    ``[n, d]`` and ``readout`` ``V_k`` ``[d, k]`` (unnormalised: the caller divides by trace C)."""
+    return float(((fitted.to(torch.float64) - pca.mean) @ readout).square().sum()) / max(len(fitted) - 1, 1)
+
+
 def _angles(components: torch.Tensor, readout_k: torch.Tensor, n_pcs: int):
     inside = (readout_k.T @ components[:, :n_pcs]).norm(dim=0).clamp(max=1.0)
     return torch.rad2deg(torch.arccos(inside)).cpu().numpy(), (inside**2).cpu().numpy()
@@ -505,7 +511,6 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         except torch.OutOfMemoryError:
             raise InputError(f"Out of memory at layer {layer}: lower N or use the CPU.") from None
         centred_cov_trace = float(pca.variances.sum())
-        centred_fit = fitted.to(torch.float64) - pca.mean
         for c in settings.ccrs:
             corrected = remove_components(scored, pca, c)
             # fitted on the scored rows, the corrected states' spectrum is the PCA's without its top c values
@@ -529,8 +534,9 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                 angles, shares = _angles(pca.components, readouts[k], settings.n_pcs)
                 if centred_cov_trace <= 0:  # identical states: no principal direction, no angle
                     angles, shares = np.full_like(angles, np.nan), np.full_like(shares, np.nan)
-                # sum_i lambda_i ||V_k^T u_i||^2 = trace(V_k^T C V_k) = ||H_c V_k||_F^2 / (n_fit - 1)
-                in_readout = float((centred_fit @ readouts[k]).square().sum()) / max(len(fit_rows) - 1, 1)
+                # the same at every CCR depth: remembered by the fitted rows and V_k
+                in_readout = memory.remember("variance in readout", (fit_key, bases_key[0]),
+                                             partial(_variance_in_readout, fitted, pca, readouts[k]))
                 rng = np.random.default_rng([settings.seed, layer, k, c])
                 results.append(LayerPGA(
                     layer=layer, k=k, ccr=c, n_tokens=n, n_pairs=design.n_pairs, rho_readout=rho, null=null,
