@@ -120,17 +120,20 @@ def _row_ties(by_value, shift):
     return numerator, ties
 
 
+def flag_places(place: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """``[n]`` uint64: each column's reference place ``p_i`` (``place`` ``[n]`` int64), with ``TIED`` set where the
+    reference's own shift ``s_p`` (``shift`` ``[n]`` float64, by place) is nonzero: the low half of a row's words."""
+    return place.astype(np.uint64) | np.where(shift[place] != 0.0, TIED, np.uint64(0))
+
+
 @njit(nogil=True, cache=True)
-def rho_parts(values, flat, place, shift, numerators, norms):
+def rho_parts(values, flat, flagged, shift, numerators, norms):
     """Fill ``numerators`` and ``norms`` ``[m]`` float64 for the rows ``values[:, flat]``: ``values`` ``[m, G]``
-    float32 (C order), ``flat`` ``[n]`` int64 positions in a row, against a reference given by ``place`` ``[n]``
-    int64 (``p_i``) and ``shift`` ``[n]`` float64 (``s_p``, by place)."""
+    float32 (C order), ``flat`` ``[n]`` int64 positions in a row, against a reference given by ``flagged`` ``[n]``
+    uint64 (:func:`flag_places`) and ``shift`` ``[n]`` float64 (``s_p``, by place)."""
     m = values.shape[0]
     n = len(flat)
     c = (n - 1) / 2.0
-    flagged = np.empty(n, np.uint64)  # each column's place, TIED set inside the reference's tie runs
-    for i in range(n):
-        flagged[i] = np.uint64(place[i]) | (TIED if shift[place[i]] != 0.0 else np.uint64(0))
     keys, spare, by_value = np.empty(n, np.uint32), np.empty(n, np.uint64), np.empty(n, np.uint64)
     count = np.empty((3, 2048), np.int32)
     bits = values.view(np.uint32)

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from analysis.cores import WORKERS, on_every_core
-from analysis.geometry.radix import rho_parts
+from analysis.geometry.radix import flag_places, rho_parts
 
 TASK_VALUES = 2**20  # values sorted per task: a few rows of 10^5 pairs, most rows of 10^4
 _LOW = np.int64(0xFFFFFFFF)
@@ -42,10 +42,11 @@ def _sort_keys(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return keys >> 32, keys & _LOW
 
 
-def _row_tasks(rows: torch.Tensor, task):
-    """``task(values [a few, n] float32 numpy)`` over consecutive rows, on every core."""
+def _row_tasks(rows: torch.Tensor, task, per_row: int | None = None):
+    """``task(values [a few, n] float32 numpy)`` over consecutive rows, on every core (``per_row``: the values
+    a task sorts in a row, when it reads fewer than the row holds)."""
     values = rows.detach().contiguous().numpy()
-    step = max(1, min(TASK_VALUES // values.shape[1], -(-len(values) // WORKERS)))
+    step = max(1, min(TASK_VALUES // (per_row or values.shape[1]), -(-len(values) // WORKERS)))
     return on_every_core(task, [values[i:i + step] for i in range(0, len(values), step)])
 
 
@@ -105,12 +106,12 @@ def _ranked_dot(gathered: torch.Tensor, sorted_values: torch.Tensor):
 
 @dataclass(frozen=True)
 class RankedReference:
-    """A reference vector ``[n]`` ranked once for many rows: ``place`` ``[n]`` int64 (each column's place in the
-    reference's stable ascending order), ``centred`` ``[n]`` float64 (its centred average ranks, as
-    :func:`centred_ranks`) and ``shift`` ``[n]`` float64 by place (average rank minus place: nonzero only inside
-    the reference's tie runs)."""
+    """A reference vector ``[n]`` ranked once for many rows: ``flagged`` ``[n]`` uint64 (each column's place in the
+    reference's stable ascending order, flagged inside its tie runs: :func:`analysis.geometry.radix.flag_places`),
+    ``centred`` ``[n]`` float64 (its centred average ranks, as :func:`centred_ranks`) and ``shift`` ``[n]`` float64 by
+    place (average rank minus place: nonzero only inside the reference's tie runs)."""
 
-    place: np.ndarray
+    flagged: np.ndarray
     centred: torch.Tensor
     shift: np.ndarray
 
@@ -131,7 +132,8 @@ def ranked_reference(values: torch.Tensor) -> RankedReference:
         shift[run_start[owner] + offset] = ((run_length[owner] - 1) / 2 - offset).double()
     place, centred = torch.empty_like(order), torch.empty_like(plain)
     place[order], centred[order] = torch.arange(n, device=values.device), plain + shift
-    return RankedReference(place.cpu().numpy(), centred, shift.cpu().numpy())
+    by_place = shift.cpu().numpy()
+    return RankedReference(flag_places(place.cpu().numpy(), by_place), centred, by_place)
 
 
 def spearman_ranked(reference: RankedReference, values: torch.Tensor, flat: torch.Tensor | None = None) -> torch.Tensor:
@@ -146,10 +148,11 @@ def spearman_ranked(reference: RankedReference, values: torch.Tensor, flat: torc
 
     def task(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         numerators, norms = np.empty(len(rows)), np.empty(len(rows))
-        rho_parts(rows, positions, reference.place, reference.shift, numerators, norms)
+        rho_parts(rows, positions, reference.flagged, reference.shift, numerators, norms)
         return numerators, norms
 
-    numerator, norms = (np.concatenate(part) for part in zip(*_row_tasks(values, task), strict=True))
+    parts = _row_tasks(values, task, len(positions))
+    numerator, norms = (np.concatenate(part) for part in zip(*parts, strict=True))
     with np.errstate(divide="ignore", invalid="ignore"):
         return torch.from_numpy(numerator / (reference.norm * norms))
 
