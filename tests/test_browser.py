@@ -115,15 +115,16 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
 
     model = os.environ.get("RG_BROWSER_MODEL") or str(tiny_models[("gpt_neox", False)])
     query = urlencode({"model": model, "n_tokens": os.environ.get("RG_BROWSER_N", "128")})
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.support.ui import WebDriverWait
+
     browser.get(f"{server}/readout?{query}")
     wait_until_finished(browser)
     assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid=stException]")
-    before = chart_y(browser)
+    # the page reruns once its exact curve is in, which may redraw the chart just now: the curve once it is drawn
+    before = WebDriverWait(browser, 60, poll_frequency=0.25).until(lambda d: chart_y(d))
     assert len(before) >= 4
     screenshot(browser, "readout-alignment", tmp_path)
-
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.support.ui import WebDriverWait
 
     thumb = browser.find_element(By.CSS_SELECTOR, "input[type=range][aria-label='k (readout dimensions)']")
     browser.execute_script("arguments[0].focus();", thumb)  # the range input is visually hidden
@@ -138,7 +139,8 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
     for page, name in (("", "triage"), ("capacity", "capacity")):
         browser.get(f"{server}/{page}?{query}")
         wait_until_finished(browser)
-        assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid=stException]")
+        shown = browser.find_elements(By.CSS_SELECTOR, "[data-testid=stException]")
+        assert not shown, [error.text for error in shown]  # the exception's text, to read in CI's log
         assert screenshot(browser, name, tmp_path).stat().st_size > 10_000
 
 
