@@ -222,13 +222,14 @@ def agreement(cache: Path, args, visited: list[tuple[str, float]]) -> str:
     sampling, gaps, widths, small = Sampling(args.n_tokens), [], [], []
     states = analyses.model_hidden_states(loaded, builtin_corpus(), sampling, compute).value.states
     basis, memory = model_readout(loaded), EngineMemory()
-    pga_sweep(states, basis, pga_settings(loaded.anatomy.d_model, n_null=2), memory=memory)  # every layer's PCA
+    # every layer's PCA, and its digest remembered under a name for the states, as the app has them
+    pga_sweep(states, basis, pga_settings(loaded.anatomy.d_model, n_null=2), memory=memory, states_key="bench")
     print("\nthe app's exact curve (from the key press) against the engine's sweep of the same setting")
     for setting, app_seconds in visited:
         k, ccr = int(setting.split("k = ")[1].split(",")[0]), int(setting.split("CCR-")[1])
         exact_settings = pga_settings(loaded.anatomy.d_model, (k,), (ccr,))
         start = time.perf_counter()
-        pga_sweep(states, basis, exact_settings, memory=memory)
+        pga_sweep(states, basis, exact_settings, memory=memory, states_key="bench")
         engine = time.perf_counter() - start
         print(f"{setting:18} app {app_seconds:6.2f} s, engine {engine:5.2f} s: {app_seconds / engine:.2f}x")
         exact = analyses.model_pga(loaded, builtin_corpus(), sampling, exact_settings, compute=compute,

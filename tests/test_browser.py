@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
@@ -37,14 +38,18 @@ def sweep_store(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(sweep_store):
+def server(sweep_store, tmp_path_factory):
+    """The app's server; its output goes to a file (a pipe nobody reads would block it once full), shown when it
+    fails to start."""
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "dashboard", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "RG_STORE": str(sweep_store)},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "dashboard", "--server.port", str(port),
+             "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
+             "--server.fileWatcherType", "none"],
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "RG_STORE": str(sweep_store)},
+            stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):  # the health endpoint answers once the server is up (bounded: 60 s)
         try:
@@ -52,10 +57,7 @@ def server(sweep_store):
                 break
         except OSError:
             if process.poll() is not None:
-                raise RuntimeError(process.stdout.read().decode()) from None
-            socket.socket().close()
-            import time
-
+                raise RuntimeError(log.read_text(errors="replace")) from None
             time.sleep(0.1)
     yield url
     process.terminate()

@@ -100,7 +100,7 @@ def test_ccr_and_k_moves_preview_from_the_remembered_ccr_0_projection_as_from_th
     pca, bases = layer_pca(x, 4), torch.as_tensor(null_bases(48, 8, 3, 0), dtype=torch.float32)
     for c in (0, 1, 4):
         direct = _project(remove_components(x, pca, c).float(), bases)
-        updated = _preview_projection(x, pca, c, bases, None, EngineMemory())
+        updated = _preview_projection((x.double() - pca.mean).float(), pca, c, bases, None, EngineMemory())
         assert torch.allclose(updated, direct, atol=1e-5 * float(direct.abs().max()))
         if c:  # what the update removes is there to remove
             assert not torch.allclose(updated, _project(remove_components(x, pca, 0).float(), bases), atol=1e-3)

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import scipy.stats
@@ -40,16 +42,20 @@ def test_planted_readout_gives_large_positive_z():
     assert result.pc1_angle_deg < 10 and result.variance_in_readout == pytest.approx(8.08 / 8.64, abs=0.02)
 
 
-def test_variance_in_readout_equals_a_plain_trace_at_every_k_and_ccr_depth():
+def test_variance_and_pc_angles_in_readout_equal_plain_ones_at_every_k_and_ccr_depth():
     states, w_u = planted_readout(seed=2)
     basis, memory = readout_basis(w_u), EngineMemory()
     results = pga_sweep(states, basis, PGASettings(**{**FAST, "ks": (8, 3), "ccrs": (0, 2)}), memory=memory)
     covariance = np.cov(states.astype(np.float64), rowvar=False)
-    for r in results:  # remembered by the rows and V_k, reused across CCR depths: still each k's own trace
+    directions = np.linalg.eigh(covariance)[1][:, ::-1][:, :10]
+    for r in results:  # remembered by the rows and V_k, reused across CCR depths: still each k's own
         top = basis.top(r.k)
         assert r.variance_in_readout == pytest.approx(np.trace(top.T @ covariance @ top) / np.trace(covariance),
                                                       rel=1e-9)
-    assert memory.count("variance in readout") == 2
+        inside = np.linalg.norm(top.T @ directions, axis=0)
+        assert np.allclose(r.pc_angles_deg, np.degrees(np.arccos(np.minimum(inside, 1))), atol=1e-6)
+    assert memory.count("readout view") == 2
+    assert len({r.pc1_angle_deg for r in results}) == 2  # k = 8 and k = 3 differ; CCR depths share
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -351,6 +357,26 @@ def test_remembered_pcas_are_the_ones_a_sweep_uses(monkeypatch, ccr_fit):
     assert len(fits) == (0 if ccr_fit == "same" else 3)
     assert [r.z for r in restored] == [r.z for r in cold] and [r.pc1_angle_deg for r in restored] == [
         r.pc1_angle_deg for r in cold]
+
+
+@pytest.mark.parametrize("ccr_fit", ["same", "half"])
+def test_states_named_by_the_caller_are_hashed_once_per_layer(monkeypatch, ccr_fit):
+    from analysis.geometry import pga as engine
+
+    states, w_u = planted_readout(n=90, seed=13)
+    layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
+    settings = PGASettings(ks=(8,), ccrs=(1,), n_null=5, n_bootstrap=10, ccr_fit=ccr_fit, seed=4)
+    hashed, digest = [], engine._pca_key
+    monkeypatch.setattr(engine, "_pca_key", lambda rows: hashed.append(len(rows)) or digest(rows))
+    memory = EngineMemory()
+    for c in (1, 2, 3):  # three slider moves on the same states
+        named = pga_sweep(layers, basis, replace(settings, ccrs=(c,)), memory=memory, states_key="these states")
+    assert len(hashed) == 2  # each layer's fitted rows once (an exact sweep keeps no projections by scored rows)
+    plain = pga_sweep(layers, basis, replace(settings, ccrs=(3,)), memory=EngineMemory())
+    assert [r.z for r in named] == [r.z for r in plain] and [r.rankme for r in named] == [r.rankme for r in plain]
+    hashed.clear()
+    pga_sweep(layers, basis, settings, memory=memory, states_key="other states")  # another name: hashed again
+    assert len(hashed) == 2
 
 
 def test_a_restarted_process_reads_the_layers_pcas_from_the_disk_cache(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ or on a held-out half (see ``analysis.geometry.pga``). Everything here is float6
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +16,7 @@ from scipy.linalg import lapack
 from threadpoolctl import ThreadpoolController
 
 _BLAS = ThreadpoolController()  # scipy's LAPACK on one thread: its idle threads would spin on the cores torch uses
+_BLAS_LIMIT = threading.Lock()  # the limit is the process's: one thread at a time sets it and puts it back
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ def _top_eigh(matrix: torch.Tensor, top: int | None) -> tuple[torch.Tensor, torc
     should LAPACK fail) ``eigh``."""
     n = len(matrix)
     if top is not None and top < n // 2 and matrix.device.type == "cpu":
-        with _BLAS.limit(limits=1, user_api="blas"):
+        with _BLAS_LIMIT, _BLAS.limit(limits=1, user_api="blas"):
             found = _lapack_top(matrix.numpy(), top)
         if found is not None:
             return found
@@ -77,7 +79,12 @@ def fit_pca(states: torch.Tensor, top: int | None = None) -> PCA:
 
 def remove_components(states: torch.Tensor, pca: PCA, c: int) -> torch.Tensor:
     """``[N, d]`` float64: ``states`` centred by ``pca.mean`` with the top ``c`` components projected out."""
-    centred = states.to(torch.float64) - pca.mean
+    return project_out(states.to(torch.float64) - pca.mean, pca, c)
+
+
+def project_out(centred: torch.Tensor, pca: PCA, c: int) -> torch.Tensor:
+    """``[N, d]`` float64: ``centred`` states (float64, less ``pca.mean``) with the top ``c`` components projected
+    out, ``X - (X U_c) U_c^T``."""
     if c == 0:
         return centred
     top = pca.components[:, :c]

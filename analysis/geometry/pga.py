@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from analysis.errors import InputError, require
-from analysis.geometry.ccr import PCA, fit_pca, remove_components
+from analysis.geometry.ccr import PCA, fit_pca, project_out
 from analysis.geometry.ranks import ranked_reference, spearman_ranked
 from analysis.geometry.readout import ReadoutBasis
 from analysis.geometry.spectral import spectral_metrics
@@ -213,15 +213,14 @@ def null_bases(d: int, k: int, n_null: int, seed: int) -> np.ndarray:
     return q.numpy()
 
 
-def _candidates(memory: EngineMemory, readout: np.ndarray, n_null: int, seed: int, dtype: torch.dtype,
+def _candidates(memory: EngineMemory, basis: ReadoutBasis, k: int, n_null: int, seed: int, dtype: torch.dtype,
                 device: torch.device) -> tuple[tuple, torch.Tensor]:
-    """(key, ``[1 + R, d, k]``): V_k (``readout`` ``[d, k]``) then the R null bases, as ``dtype`` on ``device``;
-    remembered in ``memory`` under the key, since the dashboard asks for one layer at a time."""
-    d, k = readout.shape
-    key = (hashlib.blake2b(np.ascontiguousarray(readout).tobytes(), digest_size=16).digest(), n_null, seed,
-           str(dtype), str(device))
+    """(key, ``[1 + R, d, k]``): V_k (``basis.top(k)``) then the R null bases, as ``dtype`` on ``device``;
+    remembered in ``memory`` under the key, since the dashboard asks for one layer at a time. The key's first
+    part, (the basis's digest, k), names V_k."""
+    key = ((basis.digest, k), n_null, seed, str(dtype), str(device))
     return key, memory.remember("candidate bases", key, lambda: torch.as_tensor(
-        np.concatenate([readout[None], null_bases(d, k, n_null, seed)]), dtype=dtype, device=device))
+        np.concatenate([basis.top(k)[None], null_bases(basis.d, k, n_null, seed)]), dtype=dtype, device=device))
 
 
 @dataclass(frozen=True)
@@ -285,22 +284,20 @@ class _Projection:
         """Whether it holds the first ``len(bases)`` subspaces of ``bases`` ``[m, d, k]`` (at some width): enough
         draws and the same readout (which draws they are is fixed by the key it is remembered under)."""
         shared = min(bases.shape[-1], self.bases.shape[-1])
-        return len(self.bases) >= len(bases) and torch.allclose(self.bases[0, :, :shared], bases[0, :, :shared],
-                                                                atol=1e-6)
+        return len(self.bases) >= len(bases) and torch.equal(self.bases[0, :, :shared], bases[0, :, :shared])
 
 
-def _preview_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor, remembered: tuple | None,
+def _preview_projection(centred: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor, remembered: tuple | None,
                         memory: EngineMemory) -> torch.Tensor:
     """:func:`_project` of the CCR-c states for a preview, from the layer's CCR-0 projection ``P_0 = (H - mu) B``
-    remembered under ``remembered`` (its key; None to keep nothing), by a preview or an exact sweep (see
-    :func:`_remember_projection`):
+    (``centred`` = H - mu ``[n, d]`` float32) remembered under ``remembered`` (its key; None to keep nothing), by a
+    preview or an exact sweep (see :func:`_remember_projection`):
     - a move of k: the bases are nested (V_k is the readout's top k, a null draw's first k columns are its basis at
       k), so ``P_0`` at the widest k so far serves every smaller k, and a larger k projects only the columns it adds;
     - the null draws are nested in R too, so ``P_0`` of more subspaces serves a preview of its first m;
     - a move of CCR depth: ``(H - mu)(I - U_c U_c^T) B = P_0 - ((H - mu) U_c)(U_c^T B)``, ``n c k`` per subspace
       instead of ``n d k``.
     Equal to the direct projection up to float32 rounding (tested)."""
-    centred = (scored.to(torch.float64) - pca.mean).float()
     m, _, k = bases.shape
     kept = None if remembered is None else memory.get("CCR-0 projection", remembered)
     if kept is not None and not kept.serves(bases):
@@ -312,25 +309,28 @@ def _preview_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Ten
         if remembered is not None:
             memory.put("CCR-0 projection", remembered, kept)
     zero = kept.projection[:m, :, :k]
-    return zero - _removed(centred, pca, c, bases) if c else zero
+    return _plus_removed(zero, centred, pca, c, bases, -1) if c else zero
 
 
-def _removed(centred: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor) -> torch.Tensor:
-    """``((H - mu) U_c)(U_c^T B)`` ``[m, n, k]`` float32: what CCR-c takes out of the projection onto ``bases``
-    ``[m, d, k]`` of the centred states ``centred`` ``[n, d]`` float32."""
+def _plus_removed(projection: torch.Tensor, centred: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor,
+                  sign: int) -> torch.Tensor:
+    """``projection + sign ((H - mu) U_c)(U_c^T B)`` ``[m, n, k]`` float32, in one batched multiply-add: the
+    projection onto ``bases`` ``[m, d, k]`` with what CCR-c takes out of it (``sign`` -1) or put back (+1);
+    ``centred`` = H - mu ``[n, d]`` float32."""
     top = pca.components[:, :c].float()
-    return (centred @ top) @ (top.T @ bases.float())
+    return torch.baddbmm(projection, (centred @ top).expand(len(bases), -1, -1), top.T @ bases.float(), alpha=sign)
 
 
-def _remember_projection(scored: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor, projected: torch.Tensor,
+def _remember_projection(centred: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor, projected: torch.Tensor,
                          remembered: tuple, memory: EngineMemory) -> None:
     """An exact sweep's CCR-c projection ``projected`` ``[m, n, k]`` onto ``bases`` ``[m, d, k]`` (its first m
-    subspaces), turned back into ``P_0 = P_c + ((H - mu) U_c)(U_c^T B)`` and remembered for the previews of these
-    states (:func:`_preview_projection`), unless a projection at least as wide is remembered already."""
+    subspaces) of the states ``centred`` (H - mu, float32), turned back into ``P_0 = P_c + ((H - mu) U_c)(U_c^T B)``
+    and remembered for the previews of these states (:func:`_preview_projection`), unless a projection at least as
+    wide is remembered already."""
     kept = memory.get("CCR-0 projection", remembered)
     if kept is not None and kept.serves(bases) and kept.bases.shape[-1] >= bases.shape[-1]:
         return
-    zero = projected + _removed((scored.to(torch.float64) - pca.mean).float(), pca, c, bases) if c else projected
+    zero = _plus_removed(projected, centred, pca, c, bases, 1) if c else projected
     memory.put("CCR-0 projection", remembered, _Projection(bases, zero.contiguous()))
 
 
@@ -363,6 +363,14 @@ PCA_KEPT = 32  # components kept per layer: CCR depths and PC angles up to this 
 def _pca_key(states: torch.Tensor) -> tuple:
     return (hashlib.blake2b(states.contiguous().cpu().numpy(), digest_size=16).digest(), tuple(states.shape),
             str(states.dtype), str(states.device))
+
+
+def _rows_key(rows: torch.Tensor, memory: EngineMemory, states_key: str | None, which: tuple) -> tuple:
+    """:func:`_pca_key` of ``rows``, remembered under ``(states_key, which)`` where the caller names its states
+    (hashing a layer's rows takes 4-7 ms at d = 1024-2048, a tenth of a layer's preview)."""
+    if states_key is None:
+        return _pca_key(rows)
+    return memory.remember("rows key", (states_key, *which, str(rows.device)), lambda: _pca_key(rows))
 
 
 def layer_pca(states: torch.Tensor, needed: int, memory: EngineMemory | None = None, key: tuple | None = None) -> PCA:
@@ -446,6 +454,13 @@ def _angles(components: torch.Tensor, readout_k: torch.Tensor, n_pcs: int):
     return torch.rad2deg(torch.arccos(inside)).cpu().numpy(), (inside**2).cpu().numpy()
 
 
+def _readout_view(fitted: torch.Tensor, pca: PCA, readout: torch.Tensor, n_pcs: int):
+    """(angles ``[n_pcs]`` in degrees, their shares inside V_k, :func:`_variance_in_readout`): the layer's principal
+    directions against ``readout`` V_k ``[d, k]``, the same at every CCR depth."""
+    angles, shares = _angles(pca.components, readout, n_pcs)
+    return angles, shares, _variance_in_readout(fitted, pca, readout)
+
+
 def _split(n: int, how: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(rows to fit CCR on, rows to score)."""
     if how == "same":
@@ -458,7 +473,8 @@ def _split(n: int, how: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
               layers: list[int] | None = None, device: str = "auto",
               progress: Progress | None = None, pause: Callable[[], None] | None = None,
-              memory: EngineMemory | None = None, for_previews: int = 0) -> list[LayerPGA]:
+              memory: EngineMemory | None = None, for_previews: int = 0,
+              states_key: str | None = None) -> list[LayerPGA]:
     """PGA for every layer in ``layers`` x k in ``settings.ks`` x CCR depth in ``settings.ccrs``.
 
     ``states`` is ``[L, N, d]`` (or ``[N, d]``). Reused across the sweep: each layer's PCA (for all
@@ -467,8 +483,10 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     first (the dashboard's admission policy hands the cores to a visitor's preview there). ``memory``: where PCAs
     and candidate bases are remembered (default: the process's). ``for_previews``: an exact sweep leaves in ``memory``
     each layer's CCR-0 projection onto its readout and first ``for_previews - 1`` null draws, which a preview of R' =
-    ``for_previews - 1`` draws then needs not project again (a slider move right after the exact curve). Returns one
-    :class:`LayerPGA` per (layer, k, ccr), layer-major.
+    ``for_previews - 1`` draws then needs not project again (a slider move right after the exact curve).
+    ``states_key``: a name the caller gives these very states (e.g. the key of the spec they were computed from), under
+    which each layer's digest is remembered instead of hashed at every call. Returns one :class:`LayerPGA` per
+    (layer, k, ccr), layer-major.
     """
     layers = None if layers is None else [int(i) for i in layers]
     states = validate_states(states, basis.d, layers)
@@ -486,7 +504,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     design = sample_pairs(n, settings.max_pairs, settings.seed, settings.pair_blocks)
     projection = torch.bfloat16 if settings.projection == "bfloat16" else torch.float32
     memory = memory or default_memory()
-    candidates = {k: _candidates(memory, basis.top(k), settings.n_null, settings.seed, projection, torch_device)
+    candidates = {k: _candidates(memory, basis, k, settings.n_null, settings.seed, projection, torch_device)
                   for k in settings.ks}
     # the CCR-0 projections onto the subspaces a preview scores are kept, for every layer of the states, while they fit
     # in half the engine's memory (every layer, not only those asked for now: the dashboard asks for one at a time);
@@ -495,48 +513,52 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     keep_projections = 0 < kept_subspaces and (
         n_layers * kept_subspaces * n * sum(settings.ks) * 4 <= memory.limit_bytes // 2)
     readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
+    same_rows = settings.ccr_fit == "same"
+    halves = (settings.ccr_fit, None if same_rows else settings.seed)
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
     for number, layer in enumerate(layers):
         if number and pause is not None:
             pause()
         layer = layer % n_layers
         x = torch.as_tensor(states[layer], device=torch_device)
-        fitted, scored = x[fit_rows], x[score_rows]
-        fit_key = _pca_key(fitted)
+        fitted, scored = (x, x) if same_rows else (x[fit_rows], x[score_rows])
+        fit_key = _rows_key(fitted, memory, states_key, (layer, "fitted", *halves))
         scored_key = None  # the scored rows' digest, where the CCR-0 projections are kept by it
         if keep_projections:
-            scored_key = fit_key if settings.ccr_fit == "same" else _pca_key(scored)
+            scored_key = fit_key if same_rows else _rows_key(scored, memory, states_key, (layer, "scored", *halves))
         try:
             pca = layer_pca(fitted, max(settings.n_pcs, *settings.ccrs), memory, fit_key)
         except torch.OutOfMemoryError:
             raise InputError(f"Out of memory at layer {layer}: lower N or use the CPU.") from None
         centred_cov_trace = float(pca.variances.sum())
+        centred = scored.to(torch.float64) - pca.mean
+        centred32 = centred.float()
         for c in settings.ccrs:
-            corrected = remove_components(scored, pca, c)
+            corrected = project_out(centred, pca, c)
             # fitted on the scored rows, the corrected states' spectrum is the PCA's without its top c values
-            variances = pca.variances[c:] if settings.ccr_fit == "same" else fit_pca(corrected).variances
+            variances = pca.variances[c:] if same_rows else fit_pca(corrected).variances
             spectrum = spectral_metrics(variances.cpu().numpy(), d, settings.alpha_fit)
             corrected32 = corrected.to(torch.float32)
             for k in settings.ks:
                 report(progress, "PGA by layer", done, total)
                 bases_key, bases = candidates[k]
-                # the bases' key without V_k's digest and R: one projection serves every k and every R up to its own
+                # the bases' key without V_k's name and R: one projection serves every k and every R up to its own
                 remembered = None if scored_key is None else (scored_key, *bases_key[2:])
                 if settings.preview:
-                    projected = _preview_projection(scored, pca, c, bases, remembered, memory)
+                    projected = _preview_projection(centred32, pca, c, bases, remembered, memory)
                 else:
                     projected = _project(corrected32, bases)
                     if remembered is not None and c == settings.ccrs[0]:
-                        _remember_projection(scored, pca, c, bases[:kept_subspaces], projected[:kept_subspaces],
+                        _remember_projection(centred32, pca, c, bases[:kept_subspaces], projected[:kept_subspaces],
                                              remembered, memory)
                 rhos = _subspace_rhos(corrected32, projected, design, pause)
                 rho, null = float(rhos[0]), rhos[1:]
-                angles, shares = _angles(pca.components, readouts[k], settings.n_pcs)
+                # the same at every CCR depth: remembered by the fitted rows and V_k
+                angles, shares, in_readout = memory.remember(
+                    "readout view", (fit_key, bases_key[0], settings.n_pcs),
+                    partial(_readout_view, fitted, pca, readouts[k], settings.n_pcs))
                 if centred_cov_trace <= 0:  # identical states: no principal direction, no angle
                     angles, shares = np.full_like(angles, np.nan), np.full_like(shares, np.nan)
-                # the same at every CCR depth: remembered by the fitted rows and V_k
-                in_readout = memory.remember("variance in readout", (fit_key, bases_key[0]),
-                                             partial(_variance_in_readout, fitted, pca, readouts[k]))
                 rng = np.random.default_rng([settings.seed, layer, k, c])
                 results.append(LayerPGA(
                     layer=layer, k=k, ccr=c, n_tokens=n, n_pairs=design.n_pairs, rho_readout=rho, null=null,

@@ -7,7 +7,9 @@ W_U. Computed once per model; every k is a slice.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -32,6 +34,11 @@ class ReadoutBasis:
     @property
     def d(self) -> int:
         return self.vectors.shape[0]
+
+    @cached_property
+    def digest(self) -> bytes:
+        """blake2b of the vectors: names this basis (and with k, V_k) in the engine's memory."""
+        return hashlib.blake2b(np.ascontiguousarray(self.vectors).data, digest_size=16).digest()
 
     def top(self, k: int) -> np.ndarray:
         """``[d, k]`` basis of V_k; InputError unless 1 <= k <= d."""

@@ -156,7 +156,8 @@ def cosine_histogram_figure(histogram: Histogram, stats: CosineStats, title: str
                   annotation_position="top left" if near_edge else "top right",
                   annotation=dict(yshift=-18 if near_edge else 0, bgcolor="rgba(255,255,255,0.85)"))
     fig.update_xaxes(title="cosine similarity", range=[-1, 1])
-    fig.update_yaxes(title="share of pairs")
+    tallest = float(np.max(histogram.shares, initial=0.0)) or 1.0
+    fig.update_yaxes(title="share of pairs", range=[0, 1.3 * tallest])  # headroom: the labels sit above the bars
     return _layout(fig, title)
 
 

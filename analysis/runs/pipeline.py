@@ -75,7 +75,7 @@ def stored_readout(model: dict, cache: ResultCache) -> ReadoutBasis | None:
 
 def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: ReadoutBasis, settings: PGASettings,
              layers: list[int], device: str, progress: Progress | None,
-             slot: Callable[[], AbstractContextManager], memory: EngineMemory) -> list[LayerPGA]:
+             slot: Callable[[], AbstractContextManager], memory: EngineMemory, states_key: str) -> list[LayerPGA]:
     """A preview of ``layers``, in :func:`cached_pga`'s order: the layers remembered in memory (a background
     task previews the next moves) and every other layer inside one ``slot``, each remembered as soon as it is done
     (a move to the setting a stopped preview ahead had started finds its finished layers). Remembered, never
@@ -91,7 +91,8 @@ def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: R
             for number, layer in enumerate(missing):
                 if number and pause is not None:
                     pause()
-                for r in pga_sweep(states, basis, settings, [layer], device, pause=pause, memory=memory):
+                for r in pga_sweep(states, basis, settings, [layer], device, pause=pause, memory=memory,
+                                   states_key=states_key):
                     found[r.layer, r.k, r.ccr] = memory.put("preview", keys[r.layer, r.k, r.ccr], r)
         report(progress, "Preview", 1, 1)
     return [found[w] for w in keys]
@@ -158,6 +159,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     check_layers(layers, len(array))
     layers = [layer % len(array) for layer in layers]
     common = {k: v for k, v in settings.spec.items() if k not in ("ks", "ccrs")}
+    states_key = spec_key("states", 1, states_spec)  # names the states in memory: each layer hashed once
 
     def spec(layer: int, k: int, ccr: int) -> dict:
         return {"states": states_spec, "readout": basis_spec, "layer": layer, "k": k, "ccr": ccr, **common}
@@ -166,7 +168,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
         if stored_only:
             return None
         ready_pcas(array, states_spec, settings, layers, device, cache, slot=slot, memory=memory)
-        return _preview(array, spec, basis, settings, layers, device, progress, slot, memory)
+        return _preview(array, spec, basis, settings, layers, device, progress, slot, memory, states_key)
 
     found: dict[tuple, LayerPGA] = {}
     computed = False
@@ -181,7 +183,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
             fresh = replace(settings, ks=tuple(sorted(missing_k)), ccrs=tuple(sorted(missing_c)))
             with slot() as pause:
                 results = pga_sweep(array, basis, fresh, [layer], device, pause=pause, memory=memory,
-                                    for_previews=for_previews)
+                                    for_previews=for_previews, states_key=states_key)
             for result in results:
                 cache.put("pga", PGA_VERSION, spec(result.layer, result.k, result.ccr), result)
                 found[result.layer, result.k, result.ccr] = result
