@@ -514,7 +514,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         n_layers * kept_subspaces * n * sum(settings.ks) * 4 <= memory.limit_bytes // 2)
     readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
     same_rows = settings.ccr_fit == "same"
-    halves = (settings.ccr_fit, None if same_rows else settings.seed)
+    split = (settings.ccr_fit, None if same_rows else settings.seed)  # which rows are fitted and which scored
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
     for number, layer in enumerate(layers):
         if number and pause is not None:
@@ -522,10 +522,10 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         layer = layer % n_layers
         x = torch.as_tensor(states[layer], device=torch_device)
         fitted, scored = (x, x) if same_rows else (x[fit_rows], x[score_rows])
-        fit_key = _rows_key(fitted, memory, states_key, (layer, "fitted", *halves))
+        fit_key = _rows_key(fitted, memory, states_key, (layer, "fitted", *split))
         scored_key = None  # the scored rows' digest, where the CCR-0 projections are kept by it
         if keep_projections:
-            scored_key = fit_key if same_rows else _rows_key(scored, memory, states_key, (layer, "scored", *halves))
+            scored_key = fit_key if same_rows else _rows_key(scored, memory, states_key, (layer, "scored", *split))
         try:
             pca = layer_pca(fitted, max(settings.n_pcs, *settings.ccrs), memory, fit_key)
         except torch.OutOfMemoryError:
