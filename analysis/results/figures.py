@@ -148,15 +148,16 @@ def cosine_histogram_figure(histogram: Histogram, stats: CosineStats, title: str
     centres = (histogram.edges[:-1] + histogram.edges[1:]) / 2
     fig = go.Figure(go.Bar(x=centres, y=histogram.shares, width=histogram.edges[1] - histogram.edges[0],
                            marker_color="#1f77b4", name="pairs"))
-    fig.add_vline(x=stats.mu, line_dash="dot", annotation_text=f"mu = {stats.mu:.3f}",
-                  annotation_position="top left", annotation=dict(bgcolor="rgba(255,255,255,0.85)"))
-    near_edge = stats.epsilon > 0.55  # the label goes left of its line, a line below mu's, to stay inside
-    fig.add_vline(x=stats.epsilon, line_color="#d62728", line_width=3,
-                  annotation_text=f"epsilon = mu + 2 sigma = {stats.epsilon:.3f}",
-                  annotation_position="top left" if near_edge else "top right",
-                  annotation=dict(yshift=-18 if near_edge else 0, bgcolor="rgba(255,255,255,0.85)"))
-    fig.update_xaxes(title="cosine similarity", range=[-1, 1])
     tallest = float(np.max(histogram.shares, initial=0.0)) or 1.0
+    # mu's line stops under its label; epsilon's label sits higher, so neither line crosses the other's text
+    fig.add_shape(type="line", x0=stats.mu, x1=stats.mu, y0=0, y1=1.1 * tallest, line_dash="dot")
+    fig.add_annotation(x=stats.mu, y=1.1 * tallest, text=f"mu = {stats.mu:.3f}", showarrow=False,
+                       xanchor="right", yanchor="bottom")
+    fig.add_vline(x=stats.epsilon, line_color="#d62728", line_width=3)
+    near_edge = stats.epsilon > 0.55  # the label goes left of its line, to stay inside
+    fig.add_annotation(x=stats.epsilon, y=1.2 * tallest, text=f"epsilon = mu + 2 sigma = {stats.epsilon:.3f}",
+                       showarrow=False, xanchor="right" if near_edge else "left", yanchor="bottom")
+    fig.update_xaxes(title="cosine similarity", range=[-1, 1])
     fig.update_yaxes(title="share of pairs", range=[0, 1.3 * tallest])  # headroom: the labels sit above the bars
     return _layout(fig, title)
 
