@@ -279,6 +279,33 @@ def test_top_components_equal_the_full_eigendecomposition_both_ways(monkeypatch)
         assert top.components[0, 0].abs() > 0.99  # the planted top axis
 
 
+@pytest.mark.parametrize("k", [8, 32, 40, 64])  # Cholesky QR up to d / 2, Householder QR above
+def test_null_bases_orthonormalise_their_own_gaussian_columns_nested_in_r_and_k(k):
+    d, seed = 64, 3
+    bases = null_bases(d, k, 6, seed)
+    for j, q in enumerate(bases):
+        gaussian = np.random.default_rng([seed, pga.NULL_STREAM, j]).standard_normal((k, d)).T
+        plain, _ = np.linalg.qr(gaussian)  # the plain reference: Householder, up to each column's sign
+        signs = np.sign(np.sum(plain * q, axis=0))
+        assert np.allclose(q, plain * signs, atol=1e-12) and np.allclose(q.T @ q, np.eye(k), atol=1e-12)
+    assert np.array_equal(null_bases(d, k, 6, seed, first=2), bases[2:])  # nested in R: draw j is draw j
+    assert np.allclose(null_bases(d, k // 2, 6, seed), bases[..., :k // 2], atol=1e-12)  # nested in k
+
+
+def test_candidate_bases_of_a_larger_r_draw_only_the_draws_they_add_and_serve_a_smaller_r(monkeypatch):
+    states, w_u = planted_readout(n=64, d=32, k=4, seed=2)
+    basis, memory, firsts = readout_basis(w_u), EngineMemory(), []
+    drawn = pga.null_bases
+    monkeypatch.setattr(pga, "null_bases", lambda *args, first=0: firsts.append(first) or drawn(*args, first=first))
+    candidates = [pga._candidates(memory, basis, 4, r, 0, torch.float32, torch.device("cpu")) for r in (30, 100, 30)]
+    assert firsts == [0, 30]
+    assert len({key for key, _ in candidates}) == 1
+    (_, preview), (_, exact), (_, again) = candidates
+    assert torch.equal(exact[:31], preview) and torch.equal(again, preview)
+    fresh = pga._candidates(EngineMemory(), basis, 4, 100, 0, torch.float32, torch.device("cpu"))[1]
+    assert torch.equal(exact, fresh) and torch.equal(exact[0], torch.as_tensor(basis.top(4), dtype=torch.float32))
+
+
 def test_same_seed_same_null_other_seed_other_null():
     states, w_u = planted_readout()
     a, b, c = (one(states, w_u, ks=(8,), seed=s) for s in (7, 7, 8))
