@@ -293,7 +293,7 @@ def test_null_bases_orthonormalise_their_own_gaussian_columns_nested_in_r_and_k(
 
 
 def test_candidate_bases_of_a_larger_r_draw_only_the_draws_they_add_and_serve_a_smaller_r(monkeypatch):
-    states, w_u = planted_readout(n=64, d=32, k=4, seed=2)
+    _, w_u = planted_readout(n=64, d=32, k=4, seed=2)
     basis, memory, firsts = readout_basis(w_u), EngineMemory(), []
     drawn = pga.null_bases
     monkeypatch.setattr(pga, "null_bases", lambda *args, first=0: firsts.append(first) or drawn(*args, first=first))
@@ -388,13 +388,11 @@ def test_remembered_pcas_are_the_ones_a_sweep_uses(monkeypatch, ccr_fit):
 
 @pytest.mark.parametrize("ccr_fit", ["same", "half"])
 def test_states_named_by_the_caller_are_hashed_once_per_layer(monkeypatch, ccr_fit):
-    from analysis.geometry import pga as engine
-
     states, w_u = planted_readout(n=90, seed=13)
     layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
     settings = PGASettings(ks=(8,), ccrs=(1,), n_null=5, n_bootstrap=10, ccr_fit=ccr_fit, seed=4)
-    hashed, digest = [], engine._pca_key
-    monkeypatch.setattr(engine, "_pca_key", lambda rows: hashed.append(len(rows)) or digest(rows))
+    hashed, digest = [], pga._pca_key
+    monkeypatch.setattr(pga, "_pca_key", lambda rows: hashed.append(len(rows)) or digest(rows))
     memory = EngineMemory()
     for c in (1, 2, 3):  # three slider moves on the same states
         named = pga_sweep(layers, basis, replace(settings, ccrs=(c,)), memory=memory, states_key="these states")
