@@ -1,17 +1,36 @@
-"""Compiled kernels that release the GIL (numba ``nogil``), run on every core by one shared pool of threads."""
+"""Work on every core: compiled kernels that release the GIL (numba ``nogil``) and BLAS calls, run by one shared pool
+of threads; and BLAS held to one thread while they do."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from functools import cache
 
 import torch
+from threadpoolctl import ThreadpoolController
 
 WORKERS = max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
 _POOL = ThreadPoolExecutor(WORKERS)
+_BLAS_LIMIT = threading.Lock()  # the limit is the process's: one thread at a time sets it and puts it back
 
 
 def on_every_core(task: Callable, parts: Sequence) -> list:
     """``[task(part) for part in parts]``, the parts spread over ``WORKERS`` threads."""
     return list(_POOL.map(task, parts))
+
+
+@cache
+def _blas() -> ThreadpoolController:
+    return ThreadpoolController()  # the BLAS libraries loaded by the first use (numpy's and scipy's)
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """numpy's and scipy's BLAS on one thread inside (one caller at a time): for BLAS calls made on every core at once,
+    or for LAPACK beside torch, whose cores its idle threads would spin on."""
+    with _BLAS_LIMIT, _blas().limit(limits=1, user_api="blas"):
+        yield

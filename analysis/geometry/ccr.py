@@ -7,16 +7,13 @@ or on a held-out half (see ``analysis.geometry.pga``). Everything here is float6
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from scipy.linalg import lapack
-from threadpoolctl import ThreadpoolController
 
-_BLAS = ThreadpoolController()  # scipy's LAPACK on one thread: its idle threads would spin on the cores torch uses
-_BLAS_LIMIT = threading.Lock()  # the limit is the process's: one thread at a time sets it and puts it back
+from analysis.cores import one_blas_thread
 
 
 @dataclass(frozen=True)
@@ -39,7 +36,7 @@ def _top_eigh(matrix: torch.Tensor, top: int | None) -> tuple[torch.Tensor, torc
     should LAPACK fail) ``eigh``."""
     n = len(matrix)
     if top is not None and top < n // 2 and matrix.device.type == "cpu":
-        with _BLAS_LIMIT, _BLAS.limit(limits=1, user_api="blas"):
+        with one_blas_thread():
             found = _lapack_top(matrix.numpy(), top)
         if found is not None:
             return found

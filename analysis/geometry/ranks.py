@@ -19,6 +19,7 @@ no comparison sort, no gathered copy, ties averaged on both sides, rho equal to 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,12 +43,11 @@ def _sort_keys(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return keys >> 32, keys & _LOW
 
 
-def _row_tasks(rows: torch.Tensor, task, per_row: int | None = None):
-    """``task(values [a few, n] float32 numpy)`` over consecutive rows, on every core (``per_row``: the values
-    a task sorts in a row, when it reads fewer than the row holds)."""
-    values = rows.detach().contiguous().numpy()
-    step = max(1, min(TASK_VALUES // (per_row or values.shape[1]), -(-len(values) // WORKERS)))
-    return on_every_core(task, [values[i:i + step] for i in range(0, len(values), step)])
+def _row_tasks(count: int, per_row: int, task) -> list:
+    """``task(rows)`` over ranges ``rows`` of consecutive row numbers ``0..count - 1``, a few rows at a time (about
+    ``TASK_VALUES`` values, ``per_row`` a row) on every core."""
+    step = max(1, min(TASK_VALUES // per_row, -(-count // WORKERS)))
+    return on_every_core(task, [range(i, min(count, i + step)) for i in range(0, count, step)])
 
 
 def _key_sorted(rows: torch.Tensor) -> bool:
@@ -59,7 +59,8 @@ def sort_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     values are equal, the order ``[m, n]`` int64). Key sorts for float32 on the CPU, else ``torch.sort``."""
     if not _key_sorted(rows):
         return torch.sort(rows, dim=-1)
-    parts = _row_tasks(rows, _sort_keys)
+    values = rows.detach().contiguous().numpy()
+    parts = _row_tasks(len(values), values.shape[1], lambda some: _sort_keys(values[some.start:some.stop]))
     return (torch.from_numpy(np.concatenate([p[0] for p in parts])),
             torch.from_numpy(np.concatenate([p[1] for p in parts])))
 
@@ -144,17 +145,27 @@ def spearman_ranked(reference: RankedReference, values: torch.Tensor, flat: torc
     (:func:`analysis.geometry.radix.rho_parts`), a few rows per core; elsewhere the gathered rows' sort."""
     if not _key_sorted(values):
         return spearman_many(reference.centred, values if flat is None else values.index_select(1, flat))
-    positions = np.arange(values.shape[1]) if flat is None else flat.cpu().numpy().astype(np.int64, copy=False)
+    rows = values.detach().contiguous().numpy()
+    return spearman_made(reference, rows.__getitem__, len(rows),
+                         torch.arange(rows.shape[1]) if flat is None else flat)
 
-    def task(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        numerators, norms = np.empty(len(rows)), np.empty(len(rows))
-        rho_parts(rows, positions, reference.flagged, reference.shift, numerators, norms)
-        return numerators, norms
 
-    parts = _row_tasks(values, task, len(positions))
-    numerator, norms = (np.concatenate(part) for part in zip(*parts, strict=True))
+def spearman_made(reference: RankedReference, row: Callable[[int], np.ndarray], m: int,
+                  flat: torch.Tensor) -> torch.Tensor:
+    """:func:`spearman_ranked` on the CPU of rows made where they are ranked: row i is ``row(i)`` ``[G]`` float32
+    (e.g. subspace i's Gram matrices, flattened), read at ``flat`` ``[n]``. Each core makes and ranks its own few
+    rows, one at a time, so a row is read from the cache of the core that made it."""
+    positions = flat.cpu().numpy().astype(np.int64, copy=False)
+    numerators, norms = np.empty(m), np.empty(m)
+
+    def task(rows: range) -> None:
+        for i in rows:
+            rho_parts(row(i)[None], positions, reference.flagged, reference.shift, numerators[i:i + 1],
+                      norms[i:i + 1])
+
+    _row_tasks(m, len(positions), task)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return torch.from_numpy(numerator / (reference.norm * norms))
+        return torch.from_numpy(numerators / (reference.norm * norms))
 
 
 def centred_ranks(values: torch.Tensor) -> torch.Tensor:
@@ -168,11 +179,14 @@ def spearman_many(reference_centred: torch.Tensor, rows: torch.Tensor) -> torch.
     ``reference_centred`` is ``centred_ranks(reference)``.
     """
     if _key_sorted(rows):  # sort, gather and dot a few rows at a time on every core, in cache
-        def task(values: np.ndarray):
-            sorted_values, order = (torch.from_numpy(part) for part in _sort_keys(values))
+        values = rows.detach().contiguous().numpy()
+
+        def task(some: range):
+            sorted_values, order = (torch.from_numpy(part) for part in _sort_keys(values[some.start:some.stop]))
             return _ranked_dot(reference_centred[order], sorted_values)
 
-        numerator, norms = (torch.cat(part) for part in zip(*_row_tasks(rows, task), strict=True))
+        parts = _row_tasks(len(values), values.shape[1], task)
+        numerator, norms = (torch.cat(part) for part in zip(*parts, strict=True))
     else:
         sorted_values, order = sort_rows(rows)
         numerator, norms = _ranked_dot(reference_centred[order], sorted_values)
