@@ -100,7 +100,7 @@ def test_ccr_and_k_moves_preview_from_the_remembered_ccr_0_projection_as_from_th
     pca, bases = layer_pca(x, 4), torch.as_tensor(null_bases(48, 8, 3, 0), dtype=torch.float32)
     for c in (0, 1, 4):
         direct = _project(remove_components(x, pca, c).float(), bases)
-        updated = _preview_projection((x.double() - pca.mean).float(), pca, c, bases, None, EngineMemory())
+        updated = _preview_projection((x.double() - pca.mean).float(), None, pca, c, bases, None, EngineMemory(), None)
         assert torch.allclose(updated, direct, atol=1e-5 * float(direct.abs().max()))
         if c:  # what the update removes is there to remove
             assert not torch.allclose(updated, _project(remove_components(x, pca, 0).float(), bases), atol=1e-3)
@@ -134,6 +134,44 @@ def test_an_exact_sweep_leaves_the_ccr_0_projections_a_preview_starts_from(monke
     nothing_left = EngineMemory()
     pga_sweep(layers, basis, settings, memory=nothing_left)  # for_previews = 0: the CLI's and the GPU's sweeps
     assert nothing_left.count("CCR-0 projection") == 0
+
+
+@pytest.mark.parametrize("ccr_fit", ["same", "half"])
+def test_a_jumps_preview_hands_its_projections_over_to_the_exact_sweep_after_it(monkeypatch, ccr_fit):
+    """A preview that projects (almost) every column anew projects the corrected states as the exact sweep projects its
+    first R' + 1 subspaces, and hands them over: the exact sweep after it projects only the other draws, and its
+    results are those of an exact sweep without a preview, bit for bit (and of the CLI's, which splits nothing)."""
+    from analysis.geometry import pga
+
+    states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
+    layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
+    settings = pga_settings(w_u.shape[1], (8,), (1,), ccr_fit=ccr_fit)
+    preview, first = preview_settings(settings), preview_settings(settings).n_null + 1
+    alone = pga_sweep(layers, basis, settings, memory=EngineMemory(), for_previews=first)
+    cli = pga_sweep(layers, basis, settings, memory=EngineMemory())
+    memory = EngineMemory()
+    pga_sweep(layers, basis, preview, memory=memory)
+    assert len(memory.handed[1]) == 2  # one per layer
+    projected = []
+    monkeypatch.setattr(pga, "_project", lambda points, bases: projected.append(len(bases)) or _project(points, bases))
+    after = pga_sweep(layers, basis, settings, memory=memory, for_previews=first)
+    assert projected == [settings.n_null + 1 - first] * 2 and not memory.handed[1]  # only the other draws; all taken
+    for a, b, c in zip(after, alone, cli, strict=True):
+        assert a.rho_readout == b.rho_readout and np.array_equal(a.null, b.null) and a.z == b.z
+        assert a.rho_readout == pytest.approx(c.rho_readout, abs=1e-7) and np.allclose(a.null, c.null, atol=1e-7)
+    projected.clear()
+    pga_sweep(layers, basis, replace(settings, ccrs=(0,)), memory=memory, for_previews=first)
+    assert projected == [first, settings.n_null + 1 - first] * 2  # handed over for CCR-1, not for CCR-0
+
+
+def test_values_handed_over_wait_for_one_taker_one_group_at_a_time_within_the_limit():
+    memory = EngineMemory(limit_bytes=3 * 4 * 10)
+    one = np.zeros(10, np.float32)
+    assert memory.hand_over("a", 0, one) and memory.hand_over("a", 1, one)
+    assert memory.take("b", 0) is None and memory.take("a", 0) is one and memory.take("a", 0) is None
+    assert memory.hand_over("a", 2, one) and memory.hand_over("a", 3, one) and not memory.hand_over("a", 4, one)
+    assert memory.hand_over("b", 0, one) and memory.take("a", 1) is None  # another group dropped the first's
+    assert memory.used == 0  # beside the remembered values, not among them
 
 
 def test_only_a_caller_that_draws_previews_keeps_the_exact_sweeps_projections(neox_folder, tmp_path):

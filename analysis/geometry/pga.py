@@ -311,8 +311,8 @@ class _Projection:
         return len(self.bases) >= len(bases) and torch.equal(self.bases[0, :, :shared], bases[0, :, :shared])
 
 
-def _preview_projection(centred: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor, remembered: tuple | None,
-                        memory: EngineMemory) -> torch.Tensor:
+def _preview_projection(centred: torch.Tensor, corrected: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor,
+                        remembered: tuple | None, memory: EngineMemory, hand: tuple | None) -> torch.Tensor:
     """:func:`_project` of the CCR-c states for a preview, from the layer's CCR-0 projection ``P_0 = (H - mu) B``
     (``centred`` = H - mu ``[n, d]`` float32) remembered under ``remembered`` (its key; None to keep nothing), by a
     preview or an exact sweep (see :func:`_remember_projection`):
@@ -321,19 +321,39 @@ def _preview_projection(centred: torch.Tensor, pca: PCA, c: int, bases: torch.Te
     - the null draws are nested in R too, so ``P_0`` of more subspaces serves a preview of its first m;
     - a move of CCR depth: ``(H - mu)(I - U_c U_c^T) B = P_0 - ((H - mu) U_c)(U_c^T B)``, ``n c k`` per subspace
       instead of ``n d k``.
-    Equal to the direct projection up to float32 rounding (tested)."""
+    Equal to the direct projection up to float32 rounding (tested). A jump (at most a quarter of the k columns
+    remembered), given ``hand`` (group, key): the CCR-c states ``corrected`` projected as the exact run projects its
+    first subspaces (:func:`_exact_projection`), and handed over to it in ``memory``, so that what the preview
+    projects the exact run after it does not project again."""
     m, _, k = bases.shape
     kept = None if remembered is None else memory.get("CCR-0 projection", remembered)
     if kept is not None and not kept.serves(bases):
         kept = None
     if kept is None or kept.bases.shape[-1] < k:
         have = 0 if kept is None else kept.bases.shape[-1]
+        if hand is not None and 4 * have <= k:
+            projected = _project(corrected, bases)
+            memory.hand_over(*hand, projected)
+            if remembered is not None:
+                _remember_projection(centred, pca, c, bases, projected, remembered, memory)
+            return projected
         added = _project(centred, bases[..., have:])
         kept = _Projection(bases, added if kept is None else torch.cat([kept.projection[:m], added], dim=-1))
         if remembered is not None:
             memory.put("CCR-0 projection", remembered, kept)
     zero = kept.projection[:m, :, :k]
     return _plus_removed(zero, centred, pca, c, bases, -1) if c else zero
+
+
+def _exact_projection(corrected: torch.Tensor, bases: torch.Tensor, first: int, handed: torch.Tensor | None):
+    """:func:`_project` of the CCR-c states ``corrected`` ``[n, d]`` onto ``bases`` ``[m, d, k]`` for an exact sweep:
+    the first ``first`` subspaces (those a preview scores) projected apart from the rest, or taken from ``handed``
+    ``[first, n, k]`` where a preview projected them so; the same calls either way, so the result does not depend on
+    whether a preview ran before."""
+    if not first:
+        return _project(corrected, bases)
+    head = handed if handed is not None else _project(corrected, bases[:first])
+    return torch.cat([head, _project(corrected, bases[first:])]) if len(bases) > first else head
 
 
 def _plus_removed(projection: torch.Tensor, centred: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor,
@@ -547,6 +567,9 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     kept_subspaces = settings.n_null + 1 if settings.preview else min(for_previews, settings.n_null + 1)
     keep_projections = 0 < kept_subspaces and (
         n_layers * kept_subspaces * n * sum(settings.ks) * 4 <= memory.limit_bytes // 2)
+    # a preview's jump hands its float32 projections over to the exact sweep after it, which scores the same first
+    # subspaces (``for_previews``)
+    hands = 0 < kept_subspaces and projection == torch.float32
     readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
     same_rows = settings.ccr_fit == "same"
     split = (settings.ccr_fit, None if same_rows else settings.seed)  # which rows are fitted and which scored
@@ -558,8 +581,8 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         x = torch.as_tensor(states[layer], device=torch_device)
         fitted, scored = (x, x) if same_rows else (x[fit_rows], x[score_rows])
         fit_key = _rows_key(fitted, memory, states_key, (layer, "fitted", *split))
-        scored_key = None  # the scored rows' digest, where the CCR-0 projections are kept by it
-        if keep_projections:
+        scored_key = None  # the scored rows' digest, where projections are kept or handed over by it
+        if keep_projections or hands:
             scored_key = fit_key if same_rows else _rows_key(scored, memory, states_key, (layer, "scored", *split))
         try:
             pca = layer_pca(fitted, max(settings.n_pcs, *settings.ccrs), memory, fit_key)
@@ -578,11 +601,13 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                 report(progress, "PGA by layer", done, total)
                 bases_key, bases = candidates[k]
                 # the bases' key without V_k's name: one projection serves every k and every R up to its own
-                remembered = None if scored_key is None else (scored_key, *bases_key[1:])
+                remembered = (scored_key, *bases_key[1:]) if keep_projections else None
+                hand = (("exact projection", *bases_key, c, kept_subspaces), scored_key) if hands else None
                 if settings.preview:
-                    projected = _preview_projection(centred32, pca, c, bases, remembered, memory)
+                    projected = _preview_projection(centred32, corrected32, pca, c, bases, remembered, memory, hand)
                 else:
-                    projected = _project(corrected32, bases)
+                    projected = _exact_projection(corrected32, bases, kept_subspaces,
+                                                  memory.take(*hand) if hands else None)
                     if remembered is not None and c == settings.ccrs[0]:
                         _remember_projection(centred32, pca, c, bases[:kept_subspaces], projected[:kept_subspaces],
                                              remembered, memory)

@@ -3,7 +3,8 @@
 Layers' PCAs, null and candidate bases, readout bases, the layers' CCR-0 projections and previews live here under
 one size limit in bytes (``RG_ENGINE_MEMORY_MB``, default 1024: at d = 1024, 512 MB was full after a few moves,
 and the layers' projections a move's preview starts from were pushed out while it ran) with one eviction rule:
-least recently used first out.
+least recently used first out. Beside them, under a limit of its own of the same size: what one call hands over to
+the next (a preview's projections to the exact run after it), one group at a time.
 It is passed in as the disk cache is (``memory=``, default :func:`default_memory`, the process's), so a
 test makes its own and clears nothing private.
 """
@@ -50,6 +51,7 @@ class EngineMemory:
         self.items: OrderedDict[tuple[str, Hashable], tuple[object, int]] = OrderedDict()
         self.used = 0
         self.lock = threading.Lock()
+        self.handed: tuple[Hashable, dict] = (None, {})
 
     def get(self, kind: str, key: Hashable):
         """The value remembered under (kind, key), now the most recently used; None when there is none."""
@@ -76,6 +78,25 @@ class EngineMemory:
         """The value under (kind, key), made (outside the lock) and remembered when missing."""
         found = self.get(kind, key)
         return found if found is not None else self.put(kind, key, make())
+
+    def hand_over(self, group: Hashable, key: Hashable, value) -> bool:
+        """Keep ``value`` for one :meth:`take` of (``group``, ``key``), beside the remembered values: one group at a
+        time (e.g. one sweep's, a value per layer; another group's values are dropped) and at most ``limit_bytes`` of
+        it (False, nothing kept, past that)."""
+        size = size_of(value)
+        with self.lock:
+            if self.handed[0] != group:
+                self.handed = (group, {})
+            kept = self.handed[1]
+            if sum(size_of(v) for v in kept.values()) + size > self.limit_bytes:
+                return False
+            kept[key] = value
+            return True
+
+    def take(self, group: Hashable, key: Hashable):
+        """The value handed over under (``group``, ``key``), forgotten now; None when there is none."""
+        with self.lock:
+            return self.handed[1].pop(key, None) if self.handed[0] == group else None
 
     def count(self, kind: str) -> int:
         with self.lock:
