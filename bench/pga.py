@@ -11,6 +11,8 @@ k = 100, R = 100 (CCR-1).
   [N, k] x [k, N], and the full space's Gram matrix) at the GEMM rate measured here on a matmul of the
   projection's shape, plus one linear pass (a copy) over each subspace's pair values; the exact sweep is
   reported as a multiple of it;
+- the exact sweep: the best of two runs, each from fresh engine memory (on a virtual machine the first run also pays
+  for the host's first touch of the process's memory, seconds a GiB);
 - preview: the same sweep on ``preview_settings`` (pairs inside blocks of 128 tokens, the first 30 null
   draws), each layer's PCA not yet remembered, and again remembered (a slider move on
   states already analysed);
@@ -94,9 +96,12 @@ def main() -> None:
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
     pga_sweep(states[:1], basis, PGASettings(ks=(8,), n_null=2), device=str(device))  # warm-up
-    ours = []
-    t_ours = seconds(lambda: ours.extend(pga_sweep(states, basis, settings, device=str(device),
-                                                   memory=EngineMemory())), device)
+    ours, runs = [], []
+    for _ in range(2):  # fresh engine memory each time; the first also pays the process's first touch of its memory
+        ours.clear()
+        runs.append(seconds(lambda: ours.extend(pga_sweep(states, basis, settings, device=str(device),
+                                                          memory=EngineMemory())), device))
+    t_ours = min(runs)
 
     n_pairs = args.n * (args.n - 1) // 2
     values = torch.rand(args.n_null + 1, n_pairs, device=device)
@@ -112,7 +117,7 @@ def main() -> None:
 
     print(f"{args.layers} layers, N = {args.n}, d = {args.d}, k = {args.k}, R = {args.n_null}, "
           f"{n_pairs} pairs, device {device}, torch threads {torch.get_num_threads()}")
-    print(f"project sweep (exact):    {t_ours:8.2f} s")
+    print(f"project sweep (exact):    {t_ours:8.2f} s   (best of {', '.join(f'{t:.2f}' for t in runs)} s)")
     print(f"sort bound, torch.sort:   {t_sort:8.2f} s   project = {t_ours / t_sort:.2f}x")
     print(f"sort bound, key sort:     {t_keys:8.2f} s   project = {t_ours / t_keys:.2f}x")
     print(f"project / fastest sort bound: {t_ours / fastest:.2f}x")
