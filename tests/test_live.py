@@ -168,10 +168,11 @@ def test_values_handed_over_wait_for_one_taker_one_group_at_a_time_within_the_li
     memory = EngineMemory(limit_bytes=3 * 4 * 10)
     one = np.zeros(10, np.float32)
     assert memory.hand_over("a", 0, one) and memory.hand_over("a", 1, one)
-    assert memory.take("b", 0) is None and memory.take("a", 0) is one and memory.take("a", 0) is None
+    assert memory.take("a", 0) is one and memory.take("a", 0) is None
     assert memory.hand_over("a", 2, one) and memory.hand_over("a", 3, one) and not memory.hand_over("a", 4, one)
     assert memory.hand_over("b", 0, one) and memory.take("a", 1) is None  # another group dropped the first's
-    assert memory.used == 0  # beside the remembered values, not among them
+    assert memory.hand_over("b", 1, one) and memory.take("c", 0) is None and memory.take("b", 1) is None  # a taker of
+    assert memory.used == 0  # another group drops what waited for a run that did not come; all beside the limit
 
 
 def test_only_a_caller_that_draws_previews_keeps_the_exact_sweeps_projections(neox_folder, tmp_path):

@@ -602,7 +602,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                 bases_key, bases = candidates[k]
                 # the bases' key without V_k's name: one projection serves every k and every R up to its own
                 remembered = (scored_key, *bases_key[1:]) if keep_projections else None
-                hand = (("exact projection", *bases_key, c, kept_subspaces), scored_key) if hands else None
+                hand = (("exact projection", *bases_key, kept_subspaces), (scored_key, c)) if hands else None
                 if settings.preview:
                     projected = _preview_projection(centred32, corrected32, pca, c, bases, remembered, memory, hand)
                 else:

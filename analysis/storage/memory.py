@@ -94,9 +94,12 @@ class EngineMemory:
             return True
 
     def take(self, group: Hashable, key: Hashable):
-        """The value handed over under (``group``, ``key``), forgotten now; None when there is none."""
+        """The value handed over under (``group``, ``key``), forgotten now; None when there is none. Values handed over
+        under another group are dropped: the run they waited for did not come."""
         with self.lock:
-            return self.handed[1].pop(key, None) if self.handed[0] == group else None
+            if self.handed[0] != group:
+                self.handed = (None, {})
+            return self.handed[1].pop(key, None)
 
     def count(self, kind: str) -> int:
         with self.lock:
