@@ -404,7 +404,8 @@ def _subspace_rhos(corrected: torch.Tensor, projected: torch.Tensor, design: Pai
 def _correlate(reference: RankedReference, projected: torch.Tensor, block: int, flat: torch.Tensor) -> torch.Tensor:
     """``[m]`` rho of each subspace's cosines ``projected`` ``[m, n, k]`` (tokens in blocks of ``block``) at the pairs
     ``flat`` against ``reference``. On the CPU each core makes its subspaces' Gram matrices (numpy, one BLAS thread)
-    and ranks each while it is in its cache: 20-30 % less than making them all on every core first, then ranking."""
+    and ranks each while it is in its cache: 14 % less in median (20 % in mean) than making them all on every core
+    first, then ranking them (BENCHMARKS.md)."""
     if projected.device.type != "cpu":
         return spearman_ranked(reference, _cosine_grams(projected, block), flat)
     points = projected.numpy()

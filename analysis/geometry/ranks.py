@@ -15,6 +15,7 @@ the ties, 5-7x faster than ``torch.sort`` of the values (``bench/pga.py`` prints
 (:class:`RankedReference`), then each row by a compiled radix sort whose keys carry the reference's place of
 their column (``analysis.geometry.radix``), reading each value where it lies (a pair's entry of a Gram matrix):
 no comparison sort, no gathered copy, ties averaged on both sides, rho equal to the plain reference (tested).
+``spearman_made`` is the same for rows made by the core that ranks them (a subspace's Gram matrix, from its cache).
 """
 
 from __future__ import annotations
