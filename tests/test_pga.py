@@ -290,13 +290,18 @@ def test_null_bases_orthonormalise_their_own_gaussian_columns_nested_in_r_and_k(
         assert np.allclose(q, plain * signs, atol=1e-12) and np.allclose(q.T @ q, np.eye(k), atol=1e-12)
     assert np.array_equal(null_bases(d, k, 6, seed, first=2), bases[2:])  # nested in R: draw j is draw j
     assert np.allclose(null_bases(d, k // 2, 6, seed), bases[..., :k // 2], atol=1e-12)  # nested in k
+    many = null_bases(d, k, 2 * pga.NULL_CHUNK + 3, seed, first=1)  # drawn in chunks, the last one ragged
+    assert np.array_equal(many[:5], bases[1:])
+    into = null_bases(d, k, 2 * pga.NULL_CHUNK + 3, seed, first=1, out=torch.empty(len(many), d, k))  # float32
+    assert torch.equal(into, torch.as_tensor(many, dtype=torch.float32))
 
 
 def test_candidate_bases_of_a_larger_r_draw_only_the_draws_they_add_and_serve_a_smaller_r(monkeypatch):
     _, w_u = planted_readout(n=64, d=32, k=4, seed=2)
     basis, memory, firsts = readout_basis(w_u), EngineMemory(), []
     drawn = pga.null_bases
-    monkeypatch.setattr(pga, "null_bases", lambda *args, first=0: firsts.append(first) or drawn(*args, first=first))
+    monkeypatch.setattr(pga, "null_bases",
+                        lambda *args, first=0, **out: firsts.append(first) or drawn(*args, first=first, **out))
     candidates = [pga._candidates(memory, basis, 4, r, 0, torch.float32, torch.device("cpu")) for r in (30, 100, 30)]
     assert firsts == [0, 30]
     assert len({key for key, _ in candidates}) == 1

@@ -202,7 +202,10 @@ def validate_states(states: np.ndarray, d: int | None = None, layers: list[int] 
 NULL_STREAM = 0x6E756C6C  # "null": the null draws' seeds, apart from the pair and bootstrap samplings'
 
 
-def null_bases(d: int, k: int, n_null: int, seed: int, first: int = 0) -> np.ndarray:
+NULL_CHUNK = 8  # draws orthonormalised at a time: float64 temporaries of ~4 x 8 d k values, not ~4 x R d k
+
+
+def null_bases(d: int, k: int, n_null: int, seed: int, first: int = 0, out: torch.Tensor | None = None):
     """``[R - first, d, k]`` orthonormal bases uniform on the Grassmannian: draws ``first`` .. R - 1, draw j the
     orthonormalised columns of a ``[d, k]`` standard Gaussian G from its own stream ``(seed, NULL_STREAM, j)``, whose
     first k x d values are its columns. So the first R of a larger R are the same draws, and the draws are nested in
@@ -211,16 +214,28 @@ def null_bases(d: int, k: int, n_null: int, seed: int, first: int = 0) -> np.nda
     For k <= d / 2, Cholesky QR: ``R^T R = G^T G``, two BLAS-3 products (about 2x faster than Householder QR at
     d = 2048, k = 1024); G is well conditioned there (condition number below ~6), so Q is orthonormal to ~1e-14.
     Wider, LAPACK's Householder QR, its columns' signs set so that R's diagonal is positive, as Cholesky's is: the
-    one QR factorisation both ways, so the bases at k and at k' are nested across the two."""
-    gaussian = np.empty((n_null - first, k, d))  # G^T, each draw filled on a core of its own (numpy lets go of the GIL)
-    on_every_core(lambda j: np.random.default_rng([seed, NULL_STREAM, j]).standard_normal(out=gaussian[j - first]),
-                  range(first, n_null))
+    one QR factorisation both ways, so the bases at k and at k' are nested across the two.
+    Float64 numpy; or written into ``out`` (a tensor of that shape, any float dtype and device), which is returned:
+    ``NULL_CHUNK`` draws at a time, so no float64 copy of all of them is ever made (1.2 GB at d = 2048, k = 1024,
+    70 draws)."""
+    filled = torch.empty((n_null - first, d, k), dtype=torch.float64) if out is None else out
+    for start in range(first, n_null, NULL_CHUNK):
+        stop = min(n_null, start + NULL_CHUNK)
+        filled[start - first:stop - first] = _orthonormal_draws(d, k, seed, range(start, stop))
+    return filled.numpy() if out is None else out
+
+
+def _orthonormal_draws(d: int, k: int, seed: int, draws: range) -> torch.Tensor:
+    """``[len(draws), d, k]`` float64: :func:`null_bases`'s draws ``draws``."""
+    gaussian = np.empty((len(draws), k, d))  # G^T, each draw filled on a core of its own (numpy lets go of the GIL)
+    on_every_core(lambda j: np.random.default_rng([seed, NULL_STREAM, j]).standard_normal(
+        out=gaussian[j - draws.start]), draws)
     gaussian = torch.from_numpy(gaussian)
     if 2 * k <= d:
         lower = torch.linalg.cholesky(gaussian @ gaussian.mT)  # R^T
-        return torch.linalg.solve_triangular(lower, gaussian, upper=False).mT.numpy()  # (R^-T G^T)^T = G R^-1
+        return torch.linalg.solve_triangular(lower, gaussian, upper=False).mT  # (R^-T G^T)^T = G R^-1
     q, r = torch.linalg.qr(gaussian.mT)  # on every core
-    return (q * torch.diagonal(r, dim1=-2, dim2=-1).sign()[:, None, :]).numpy()  # R's diagonal positive, as above
+    return q * torch.diagonal(r, dim1=-2, dim2=-1).sign()[:, None, :]  # R's diagonal positive, as above
 
 
 def _candidates(memory: EngineMemory, basis: ReadoutBasis, k: int, n_null: int, seed: int, dtype: torch.dtype,
@@ -233,9 +248,14 @@ def _candidates(memory: EngineMemory, basis: ReadoutBasis, k: int, n_null: int, 
     key = ((basis.digest, k), seed, str(dtype), str(device))
     kept = memory.get("candidate bases", key)
     if kept is None or len(kept) < 1 + n_null:
-        have = torch.as_tensor(basis.top(k)[None], dtype=dtype, device=device) if kept is None else kept
-        added = torch.as_tensor(null_bases(basis.d, k, n_null, seed, first=len(have) - 1), dtype=dtype, device=device)
-        kept = memory.put("candidate bases", key, torch.cat([have, added]))
+        grown = torch.empty((1 + n_null, basis.d, k), dtype=dtype, device=device)
+        if kept is None:
+            grown[0] = torch.as_tensor(basis.top(k))
+        else:
+            grown[:len(kept)] = kept
+        have = 1 if kept is None else len(kept)
+        null_bases(basis.d, k, n_null, seed, first=have - 1, out=grown[have:])
+        kept = memory.put("candidate bases", key, grown)
     return key, kept[:1 + n_null]
 
 
