@@ -249,11 +249,8 @@ def _candidates(memory: EngineMemory, basis: ReadoutBasis, k: int, n_null: int, 
     kept = memory.get("candidate bases", key)
     if kept is None or len(kept) < 1 + n_null:
         grown = torch.empty((1 + n_null, basis.d, k), dtype=dtype, device=device)
-        if kept is None:
-            grown[0] = torch.as_tensor(basis.top(k))
-        else:
-            grown[:len(kept)] = kept
         have = 1 if kept is None else len(kept)
+        grown[:have] = torch.as_tensor(basis.top(k)[None]) if kept is None else kept
         null_bases(basis.d, k, n_null, seed, first=have - 1, out=grown[have:])
         kept = memory.put("candidate bases", key, grown)
     return key, kept[:1 + n_null]
