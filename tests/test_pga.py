@@ -14,6 +14,7 @@ from analysis.geometry.ranks import (
     centred_ranks,
     ranked_reference,
     sort_rows,
+    spearman_cosines,
     spearman_many,
     spearman_ranked,
 )
@@ -201,6 +202,27 @@ def test_exact_ranks_against_a_shared_reference_equal_scipy_on_planted_tied_and_
     unrelated = rng.standard_normal((4, 20000)).astype(np.float32)
     found = spearman_ranked(ranked_reference(torch.tensor(reference)), torch.tensor(unrelated)).numpy()
     assert np.all(np.abs(found) < 0.04)  # nothing planted: nothing found
+
+
+def test_cosines_ranked_a_chunk_at_a_time_equal_scipy_on_every_design(monkeypatch):
+    """Each subspace's cosines made a few Gram rows at a time and ranked against the full space's, for all pairs,
+    a sample of pairs and pairs inside blocks (the preview's), with chunks that do not divide a block: equal to
+    scipy's rho on the same pairs; ties at k = 1 and from duplicate tokens; nothing found in unrelated subspaces."""
+    monkeypatch.setattr("analysis.geometry.ranks.GRAM_ROWS", 24)
+    rng = np.random.default_rng(3)
+    readout = np.linalg.qr(rng.standard_normal((40, 6)))[0]
+    states = (rng.standard_normal((130, 40)) + 3 * rng.standard_normal((130, 6)) @ readout.T).astype(np.float32)
+    states[60:70] = states[:10]  # duplicate tokens: tied cosines
+    bases = [readout, readout[:, :1], *(np.linalg.qr(rng.standard_normal((40, 6)))[0] for _ in range(5))]
+    for design in (sample_pairs(130, None, 0), sample_pairs(130, 999, 0), sample_pairs(130, None, 0, pair_blocks=50)):
+        ordered = states[design.order]
+        full = pga._cosine_grams(torch.tensor(ordered)[None], design.block)[0, design.flat]
+        points = np.stack([np.pad(ordered @ b.astype(np.float32), ((0, 0), (0, 6 - b.shape[1]))) for b in bases])
+        found = spearman_cosines(ranked_reference(full), points, design.rows).numpy()
+        cosines = pga._cosine_grams(torch.tensor(points), design.block)[:, design.flat].numpy()
+        np.testing.assert_allclose(found, plain_spearman(full.numpy(), cosines), rtol=0, atol=1e-6)
+        assert found[0] > 0.5 and np.all(np.abs(found[2:]) < found[0] - 0.3)  # planted in the readout only
+        assert set(np.unique(cosines[1])) <= {-1.0, 1.0}  # k = 1: two tie runs
 
 
 def test_exact_sweep_equals_scipy_on_planted_states_at_k_1_and_on_a_tiny_model(tiny_models, tmp_path):

@@ -33,7 +33,7 @@ import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from functools import partial
+from functools import cached_property, partial
 
 import numpy as np
 import torch
@@ -41,7 +41,14 @@ import torch
 from analysis.cores import on_every_core, one_blas_thread
 from analysis.errors import InputError, require
 from analysis.geometry.ccr import PCA, fit_pca, project_out
-from analysis.geometry.ranks import RankedReference, ranked_reference, spearman_made, spearman_ranked
+from analysis.geometry.ranks import (
+    PairRows,
+    RankedReference,
+    pair_rows,
+    ranked_reference,
+    spearman_cosines,
+    spearman_ranked,
+)
 from analysis.geometry.readout import ReadoutBasis
 from analysis.geometry.spectral import spectral_metrics
 from analysis.models.devices import pick_device
@@ -270,6 +277,11 @@ class PairDesign:
     def n_pairs(self) -> int:
         return len(self.flat)
 
+    @cached_property
+    def rows(self) -> PairRows:
+        """The pairs grouped by the token of their row, for :func:`analysis.geometry.ranks.spearman_cosines`."""
+        return pair_rows(self.flat, self.block, len(self.order))
+
 
 def sample_pairs(n: int, max_pairs: int | None, seed: int, pair_blocks: int | None = None) -> PairDesign:
     """All pairs i < j; or a seeded uniform sample of ``max_pairs``; or every pair inside ``n // b`` seeded
@@ -293,14 +305,6 @@ def _cosine_grams(points: torch.Tensor, block: int) -> torch.Tensor:
     (a design's ``flat`` picks its pairs; for sampled pairs too, a batched matmul beats gathering each pair's rows)."""
     unit = torch.nn.functional.normalize(points, dim=-1).reshape(len(points), -1, block, points.shape[-1])
     return (unit @ unit.transpose(-1, -2)).reshape(len(points), -1)
-
-
-def _cosine_gram(points: np.ndarray, block: int) -> np.ndarray:
-    """One subspace's :func:`_cosine_grams` in numpy, ``points`` ``[B * block, k]`` float32: ``[B * block * block]``,
-    on the calling thread's core (one BLAS thread: :func:`analysis.cores.one_blas_thread`)."""
-    norms = np.sqrt(np.einsum("ij,ij->i", points, points))
-    unit = (points / np.maximum(norms, np.float32(1e-12))[:, None]).reshape(-1, block, points.shape[-1])
-    return (unit @ unit.transpose(0, 2, 1)).reshape(-1)
 
 
 def _project(points: torch.Tensor, bases: torch.Tensor) -> torch.Tensor:
@@ -414,20 +418,20 @@ def _subspace_rhos(corrected: torch.Tensor, projected: torch.Tensor, design: Pai
     for start in range(0, m, chunk):
         if start and pause is not None:
             pause()
-        rhos.append(_correlate(reference, projected[start:start + chunk], design.block, flat))
+        rhos.append(_correlate(reference, projected[start:start + chunk], design, flat))
     return torch.cat(rhos).cpu().numpy()
 
 
-def _correlate(reference: RankedReference, projected: torch.Tensor, block: int, flat: torch.Tensor) -> torch.Tensor:
-    """``[m]`` rho of each subspace's cosines ``projected`` ``[m, n, k]`` (tokens in blocks of ``block``) at the pairs
-    ``flat`` against ``reference``. On the CPU each core makes its subspaces' Gram matrices (numpy, one BLAS thread)
-    and ranks each while it is in its cache: 14 % less in median (20 % in mean) than making them all on every core
-    first, then ranking them (BENCHMARKS.md)."""
+def _correlate(reference: RankedReference, projected: torch.Tensor, design: PairDesign,
+               flat: torch.Tensor) -> torch.Tensor:
+    """``[m]`` rho of each subspace's cosines ``projected`` ``[m, n, k]`` (tokens in the design's blocks) at the
+    design's pairs (``flat``, on the projection's device) against ``reference``. On the CPU each core makes its
+    subspaces' Gram matrices a chunk at a time (numpy, one BLAS thread) and ranks their pairs from its cache
+    (:func:`analysis.geometry.ranks.spearman_cosines`); elsewhere all Gram matrices at once, then their ranks."""
     if projected.device.type != "cpu":
-        return spearman_ranked(reference, _cosine_grams(projected, block), flat)
-    points = projected.numpy()
+        return spearman_ranked(reference, _cosine_grams(projected, design.block), flat)
     with one_blas_thread():
-        return spearman_made(reference, lambda i: _cosine_gram(points[i], block), len(points), flat)
+        return spearman_cosines(reference, projected.numpy(), design.rows)
 
 
 PCA_KEPT = 32  # components kept per layer: CCR depths and PC angles up to this need no new PCA

@@ -13,8 +13,8 @@ shift at place ``p`` (its average rank minus ``p``: nonzero only inside the refe
 
 How, per row:
 - each value is read where it lies (``flat``: its position in the row, e.g. a pair's entry of a Gram matrix, so
-  the pairs are never gathered into a copy) and becomes a 32-bit key monotone in the float, without a branch
-  (``-0.0`` equal to ``+0.0``);
+  the pairs are never gathered into a copy; or a chunk of a Gram matrix just made, still in the core's cache:
+  :func:`chunk_keys`) and becomes a 32-bit key monotone in the float, without a branch (``-0.0`` equal to ``+0.0``);
 - the key, carried with ``p`` in one 64-bit word, is sorted by three stable counting passes of 11, 11 and 10 bits,
   least significant first: each pass's 2,048 counters and write positions stay in the core's nearest caches,
   where two passes of 16 bits missed them at every value (1.5x slower on 2 AVX2 cores);
@@ -56,25 +56,62 @@ def _offsets(count):
         total += here
 
 
+@njit(inline="always")
+def _counted(key, count):
+    """``key`` counted in each of its three digits' counters ``count`` ``[3, 2048]``."""
+    count[0, key & DIGIT] += 1
+    count[1, (key >> 11) & DIGIT] += 1
+    count[2, key >> 22] += 1
+
+
 @njit(nogil=True, cache=True)
-def _sort_row(row, flat, flagged, keys, spare, by_value, count, shift):
-    """The words ``key << 32 | flagged place`` of ``row[flat]`` into ``by_value`` ``[n]``, ascending by value (three
-    stable counting passes); returns (sum_j j p_j, sum_j j s_{p_j}) over the sorted order, without the
-    corrections of the row's own ties. ``keys`` ``[n]`` uint32 and ``spare`` ``[n]`` uint64 are scratch."""
-    n = len(flat)
-    count[:] = 0
-    for i in range(n):
+def _keys_at(row, flat, keys, count):
+    """The keys of ``row[flat]`` (``row`` ``[G]`` float32 bits as uint32, ``flat`` ``[n]`` int64) into ``keys`` ``[n]``
+    uint32, counted into ``count``."""
+    for i in range(len(flat)):
         key = _monotone(row[flat[i]])
         keys[i] = key
-        count[0, key & DIGIT] += 1
-        count[1, (key >> 11) & DIGIT] += 1
-        count[2, key >> 22] += 1
+        _counted(key, count)
+
+
+@njit(nogil=True, cache=True)
+def chunk_keys(gram, first, starts, cols, keys, count):
+    """The keys of the pairs in rows ``first..`` of a Gram matrix made a chunk at a time: ``gram`` ``[R, w]`` float32
+    holds its rows ``first..first + R - 1`` against its columns ``first..`` (the upper triangle needs no more); the
+    pairs of row ``first + r`` are ``t`` in ``starts[r]..starts[r + 1] - 1``, at column ``cols[t]`` (int32). Keys
+    into ``keys[t]`` (uint32), counted into ``count``."""
+    bits = gram.view(np.uint32)
+    for r in range(gram.shape[0]):
+        start, end = starts[r], starts[r + 1]
+        if start == end:
+            continue
+        offset = cols[start] - first - start
+        if cols[end - 1] - first - (end - 1) == offset:  # consecutive columns (every pair of the row): no reads of cols
+            for t in range(start, end):
+                key = _monotone(bits[r, t + offset])
+                keys[t] = key
+                _counted(key, count)
+        else:
+            for t in range(start, end):
+                key = _monotone(bits[r, cols[t] - first])
+                keys[t] = key
+                _counted(key, count)
+
+
+@njit(nogil=True, cache=True)
+def rho_of_keys(keys, count, flagged, shift, spare, by_value):
+    """(numerator, norm) of one row's keys ``keys`` ``[n]`` uint32, counted in ``count`` ``[3, 2048]`` int32, against a
+    reference given by ``flagged`` ``[n]`` uint32 (:func:`flag_places`) and ``shift`` ``[n]`` float64 (``s_p``, by
+    place): the words ``key << 32 | flagged place`` sorted into ``by_value`` ``[n]`` uint64 by three stable counting
+    passes (``spare`` ``[n]`` uint64 is scratch), summing ``j p_j`` as the last pass puts each word in its place
+    ``j``; then the corrections of the row's own tie runs (:func:`_row_ties`)."""
+    n = len(keys)
     for digit in range(3):
         _offsets(count[digit])
     for i in range(n):
         key = keys[i]
         digit = key & DIGIT
-        by_value[count[0, digit]] = (np.uint64(key) << WORD) | flagged[i]
+        by_value[count[0, digit]] = (np.uint64(key) << WORD) | np.uint64(flagged[i])
         count[0, digit] += 1
     for i in range(n):
         word = by_value[i]
@@ -97,7 +134,9 @@ def _sort_row(row, flat, flagged, keys, spare, by_value, count, shift):
             if word & TIED:
                 tied += j * shift[p]
         plain += float(exact)
-    return plain, tied
+    tied_numerator, ties = _row_ties(by_value, shift)
+    c = (n - 1) / 2.0
+    return plain + tied + tied_numerator - n * c * c, np.sqrt(n * (n * n - 1.0) / 12.0 - ties)
 
 
 @njit(inline="always")
@@ -138,24 +177,27 @@ def _row_ties(by_value, shift):
 
 
 def flag_places(place: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """``[n]`` uint64: each column's reference place ``p_i`` (``place`` ``[n]`` int64), with ``TIED`` set where the
-    reference's own shift ``s_p`` (``shift`` ``[n]`` float64, by place) is nonzero: the low half of a row's words."""
-    return place.astype(np.uint64) | np.where(shift[place] != 0.0, TIED, np.uint64(0))
+    """``[n]`` uint32: each column's reference place ``p_i`` (``place`` ``[n]`` int64, below 2^31), with ``TIED`` set
+    where the reference's own shift ``s_p`` (``shift`` ``[n]`` float64, by place) is nonzero: the low half of a row's
+    words."""
+    return (place.astype(np.uint64) | np.where(shift[place] != 0.0, TIED, np.uint64(0))).astype(np.uint32)
+
+
+def scratch(n: int) -> tuple[np.ndarray, ...]:
+    """A row's scratch for :func:`rho_of_keys` of ``n`` values: (keys, count, spare, by_value)."""
+    return np.empty(n, np.uint32), np.empty((3, 2048), np.int32), np.empty(n, np.uint64), np.empty(n, np.uint64)
 
 
 @njit(nogil=True, cache=True)
 def rho_parts(values, flat, flagged, shift, numerators, norms):
     """Fill ``numerators`` and ``norms`` ``[m]`` float64 for the rows ``values[:, flat]``: ``values`` ``[m, G]``
     float32 (C order), ``flat`` ``[n]`` int64 positions in a row, against a reference given by ``flagged`` ``[n]``
-    uint64 (:func:`flag_places`) and ``shift`` ``[n]`` float64 (``s_p``, by place)."""
-    m = values.shape[0]
+    uint32 (:func:`flag_places`) and ``shift`` ``[n]`` float64 (``s_p``, by place)."""
     n = len(flat)
-    c = (n - 1) / 2.0
     keys, spare, by_value = np.empty(n, np.uint32), np.empty(n, np.uint64), np.empty(n, np.uint64)
     count = np.empty((3, 2048), np.int32)
     bits = values.view(np.uint32)
-    for row in range(m):
-        plain, tied = _sort_row(bits[row], flat, flagged, keys, spare, by_value, count, shift)
-        tied_numerator, ties = _row_ties(by_value, shift)
-        numerators[row] = plain + tied + tied_numerator - n * c * c
-        norms[row] = np.sqrt(n * (n * n - 1.0) / 12.0 - ties)
+    for row in range(values.shape[0]):
+        count[:] = 0
+        _keys_at(bits[row], flat, keys, count)
+        numerators[row], norms[row] = rho_of_keys(keys, count, flagged, shift, spare, by_value)

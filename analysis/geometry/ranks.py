@@ -15,20 +15,22 @@ the ties, 5-7x faster than ``torch.sort`` of the values (``bench/pga.py`` prints
 (:class:`RankedReference`), then each row by a compiled radix sort whose keys carry the reference's place of
 their column (``analysis.geometry.radix``), reading each value where it lies (a pair's entry of a Gram matrix):
 no comparison sort, no gathered copy, ties averaged on both sides, rho equal to the plain reference (tested).
-``spearman_made`` is the same for rows made by the core that ranks them (a subspace's Gram matrix, from its cache).
+``spearman_cosines`` is the same for rows made by the core that ranks them: each subspace's cosine similarities,
+made a chunk of its Gram matrices at a time and turned into keys while the chunk is in the core's cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from analysis.cores import WORKERS, on_every_core
-from analysis.geometry.radix import flag_places, rho_parts
+from analysis.geometry.radix import chunk_keys, flag_places, rho_of_keys, rho_parts, scratch
 
+GRAM_ROWS = 64  # rows of a Gram matrix made at a time: [64, <= T] float32 stays in a core's L2 cache
 TASK_VALUES = 2**20  # values sorted per task: a few rows of 10^5 pairs, most rows of 10^4
 _LOW = np.int64(0xFFFFFFFF)
 _MAGNITUDE = np.int32(0x7FFFFFFF)
@@ -108,7 +110,7 @@ def _ranked_dot(gathered: torch.Tensor, sorted_values: torch.Tensor):
 
 @dataclass(frozen=True)
 class RankedReference:
-    """A reference vector ``[n]`` ranked once for many rows: ``flagged`` ``[n]`` uint64 (each column's place in the
+    """A reference vector ``[n]`` ranked once for many rows: ``flagged`` ``[n]`` uint32 (each column's place in the
     reference's stable ascending order, flagged inside its tie runs: :func:`analysis.geometry.radix.flag_places`),
     ``centred`` ``[n]`` float64 (its centred average ranks, as :func:`centred_ranks`) and ``shift`` ``[n]`` float64 by
     place (average rank minus place: nonzero only inside the reference's tie runs)."""
@@ -147,24 +149,62 @@ def spearman_ranked(reference: RankedReference, values: torch.Tensor, flat: torc
     if not _key_sorted(values):
         return spearman_many(reference.centred, values if flat is None else values.index_select(1, flat))
     rows = values.detach().contiguous().numpy()
-    return spearman_made(reference, rows.__getitem__, len(rows),
-                         torch.arange(rows.shape[1]) if flat is None else flat)
+    positions = np.arange(rows.shape[1]) if flat is None else flat.cpu().numpy().astype(np.int64, copy=False)
+    numerators, norms = np.empty(len(rows)), np.empty(len(rows))
+    _row_tasks(len(rows), len(positions), lambda some: rho_parts(
+        rows[some.start:some.stop], positions, reference.flagged, reference.shift, numerators[some.start:some.stop],
+        norms[some.start:some.stop]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return torch.from_numpy(numerators / (reference.norm * norms))
 
 
-def spearman_made(reference: RankedReference, row: Callable[[int], np.ndarray], m: int,
-                  flat: torch.Tensor) -> torch.Tensor:
-    """:func:`spearman_ranked` on the CPU of rows made where they are ranked: row i is ``row(i)`` ``[G]`` float32
-    (e.g. subspace i's Gram matrices, flattened), read at ``flat`` ``[n]``. Each core makes and ranks its own few
-    rows, one at a time, so a row is read from the cache of the core that made it."""
-    positions = flat.cpu().numpy().astype(np.int64, copy=False)
+@dataclass(frozen=True)
+class PairRows:
+    """Pairs inside blocks of ``block`` consecutive tokens, grouped by the token of their row: the pairs of token
+    ``i`` (its block's row ``i % block``) are ``t`` in ``starts[i]..starts[i + 1] - 1`` ``[T + 1]`` int64, at column
+    ``cols[t]`` ``[n]`` int32 of the block."""
+
+    block: int
+    starts: np.ndarray
+    cols: np.ndarray
+
+
+def pair_rows(flat: np.ndarray, block: int, tokens: int) -> PairRows:
+    """:class:`PairRows` of the pairs ``flat`` ``[n]`` (ascending flat indices into the ``[tokens // block, block,
+    block]`` Gram matrices, above their diagonals)."""
+    flat = np.asarray(flat, dtype=np.int64)
+    starts = np.searchsorted(flat // block, np.arange(tokens + 1))
+    return PairRows(block, starts, (flat % block).astype(np.int32))
+
+
+def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: PairRows) -> torch.Tensor:
+    """``[m]`` Spearman correlations with ``reference`` of each subspace's cosine similarities at ``pairs``:
+    ``points`` ``[m, T, k]`` float32 (tokens in blocks of ``pairs.block``). Each core takes the next subspace,
+    normalises its points and makes each block's Gram matrix ``GRAM_ROWS`` rows at a time, only from the diagonal
+    on (``unit[a:a + 64] @ unit[a:].T``: half the multiplications), and turns each chunk's pairs into radix keys
+    while the chunk is in its cache (:func:`analysis.geometry.radix.chunk_keys`); then ranks them. Equal to
+    :func:`spearman_ranked` of the Gram matrices up to their float32 rounding (tested). BLAS calls on every core:
+    call it under :func:`analysis.cores.one_blas_thread`."""
+    m, tokens, _ = points.shape
+    n, block = len(pairs.cols), pairs.block
     numerators, norms = np.empty(m), np.empty(m)
+    taken = itertools.count()  # the next subspace, to whichever core is free
 
-    def task(rows: range) -> None:
-        for i in rows:
-            rho_parts(row(i)[None], positions, reference.flagged, reference.shift, numerators[i:i + 1],
-                      norms[i:i + 1])
+    def work(_) -> None:
+        keys, count, spare, by_value = scratch(n)
+        while (i := next(taken)) < m:
+            norm = np.sqrt(np.einsum("ij,ij->i", points[i], points[i]))
+            unit = points[i] / np.maximum(norm, np.float32(1e-12))[:, None]
+            count[:] = 0
+            for top in range(0, tokens, block):
+                for a in range(0, block, GRAM_ROWS):
+                    rows = slice(top + a, top + min(a + GRAM_ROWS, block))
+                    if pairs.starts[rows.start] < pairs.starts[rows.stop]:
+                        chunk_keys(unit[rows] @ unit[top + a:top + block].T, a, pairs.starts[rows.start:rows.stop + 1],
+                                   pairs.cols, keys, count)
+            numerators[i], norms[i] = rho_of_keys(keys, count, reference.flagged, reference.shift, spare, by_value)
 
-    _row_tasks(m, len(positions), task)
+    on_every_core(work, range(WORKERS))
     with np.errstate(divide="ignore", invalid="ignore"):
         return torch.from_numpy(numerators / (reference.norm * norms))
 
