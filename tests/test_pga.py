@@ -206,7 +206,8 @@ def test_exact_ranks_against_a_shared_reference_equal_scipy_on_planted_tied_and_
 
 def test_cosines_ranked_a_chunk_at_a_time_equal_scipy_on_every_design(monkeypatch):
     """Each subspace's cosines made a few Gram rows at a time and ranked against the full space's, for all pairs,
-    a sample of pairs and pairs inside blocks (the preview's), with chunks that do not divide a block: equal to
+    a sample of pairs and pairs inside blocks (the preview's, made whole; larger ones in chunks that do not divide
+    them): equal to
     scipy's rho on the same pairs; ties at k = 1 and from duplicate tokens; nothing found in unrelated subspaces."""
     monkeypatch.setattr("analysis.geometry.ranks.GRAM_ROWS", 24)
     rng = np.random.default_rng(3)
@@ -214,7 +215,9 @@ def test_cosines_ranked_a_chunk_at_a_time_equal_scipy_on_every_design(monkeypatc
     states = (rng.standard_normal((130, 40)) + 3 * rng.standard_normal((130, 6)) @ readout.T).astype(np.float32)
     states[60:70] = states[:10]  # duplicate tokens: tied cosines
     bases = [readout, readout[:, :1], *(np.linalg.qr(rng.standard_normal((40, 6)))[0] for _ in range(5))]
-    for design in (sample_pairs(130, None, 0), sample_pairs(130, 999, 0), sample_pairs(130, None, 0, pair_blocks=50)):
+    designs = [sample_pairs(130, None, 0), sample_pairs(130, 999, 0), sample_pairs(130, None, 0, pair_blocks=50),
+               sample_pairs(130, None, 0, pair_blocks=40)]  # chunks of 24 rows; then whole blocks of 40 <= 2 x 24
+    for design in designs:
         ordered = states[design.order]
         full = pga._cosine_grams(torch.tensor(ordered)[None], design.block)[0, design.flat]
         points = np.stack([np.pad(ordered @ b.astype(np.float32), ((0, 0), (0, 6 - b.shape[1]))) for b in bases])

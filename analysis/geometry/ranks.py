@@ -177,31 +177,41 @@ def pair_rows(flat: np.ndarray, block: int, tokens: int) -> PairRows:
     return PairRows(block, starts, (flat % block).astype(np.int32))
 
 
+def _cosine_keys(unit: np.ndarray, pairs: PairRows, keys: np.ndarray, count: np.ndarray) -> None:
+    """The radix keys of the cosines of ``unit`` ``[T, k]`` float32 (unit rows, tokens in blocks of ``pairs.block``)
+    at ``pairs`` into ``keys`` ``[n]``, counted into ``count`` (zeroed first), a chunk of a Gram matrix at a time: a
+    block of at most ``2 * GRAM_ROWS`` tokens (a preview's) whole, every block in one batched product; a larger one
+    ``GRAM_ROWS`` rows at a time from the diagonal on (``unit[a:a + 64] @ unit[a:].T``: half the multiplications)."""
+    block, starts = pairs.block, pairs.starts
+    count[:] = 0
+    if block <= 2 * GRAM_ROWS:
+        blocks = unit.reshape(-1, block, unit.shape[-1])
+        chunk_keys((blocks @ blocks.transpose(0, 2, 1)).reshape(-1, block), 0, starts, pairs.cols, keys, count)
+        return
+    for top in range(0, len(unit), block):
+        for a in range(0, block, GRAM_ROWS):
+            rows = slice(top + a, top + min(a + GRAM_ROWS, block))
+            if starts[rows.start] < starts[rows.stop]:
+                chunk_keys(unit[rows] @ unit[top + a:top + block].T, a, starts[rows.start:rows.stop + 1], pairs.cols,
+                           keys, count)
+
+
 def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: PairRows) -> torch.Tensor:
     """``[m]`` Spearman correlations with ``reference`` of each subspace's cosine similarities at ``pairs``:
     ``points`` ``[m, T, k]`` float32 (tokens in blocks of ``pairs.block``). Each core takes the next subspace,
-    normalises its points and makes each block's Gram matrix ``GRAM_ROWS`` rows at a time, only from the diagonal
-    on (``unit[a:a + 64] @ unit[a:].T``: half the multiplications), and turns each chunk's pairs into radix keys
-    while the chunk is in its cache (:func:`analysis.geometry.radix.chunk_keys`); then ranks them. Equal to
-    :func:`spearman_ranked` of the Gram matrices up to their float32 rounding (tested). BLAS calls on every core:
-    call it under :func:`analysis.cores.one_blas_thread`."""
-    m, tokens, _ = points.shape
-    n, block = len(pairs.cols), pairs.block
+    normalises its points, makes its Gram matrices a chunk at a time and turns each chunk's pairs into radix keys
+    while the chunk is in its cache (:func:`_cosine_keys`), then ranks them. Equal to :func:`spearman_ranked` of the
+    Gram matrices up to their float32 rounding (tested). BLAS calls on every core: call it under
+    :func:`analysis.cores.one_blas_thread`."""
+    m = len(points)
     numerators, norms = np.empty(m), np.empty(m)
     taken = itertools.count()  # the next subspace, to whichever core is free
 
     def work(_) -> None:
-        keys, count, spare, by_value = scratch(n)
+        keys, count, spare, by_value = scratch(len(pairs.cols))
         while (i := next(taken)) < m:
             norm = np.sqrt(np.einsum("ij,ij->i", points[i], points[i]))
-            unit = points[i] / np.maximum(norm, np.float32(1e-12))[:, None]
-            count[:] = 0
-            for top in range(0, tokens, block):
-                for a in range(0, block, GRAM_ROWS):
-                    rows = slice(top + a, top + min(a + GRAM_ROWS, block))
-                    if pairs.starts[rows.start] < pairs.starts[rows.stop]:
-                        chunk_keys(unit[rows] @ unit[top + a:top + block].T, a, pairs.starts[rows.start:rows.stop + 1],
-                                   pairs.cols, keys, count)
+            _cosine_keys(points[i] / np.maximum(norm, np.float32(1e-12))[:, None], pairs, keys, count)
             numerators[i], norms[i] = rho_of_keys(keys, count, reference.flagged, reference.shift, spare, by_value)
 
     on_every_core(work, range(WORKERS))
