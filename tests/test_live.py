@@ -121,7 +121,8 @@ def test_an_exact_sweep_leaves_the_ccr_0_projections_a_preview_starts_from(monke
     pga_sweep(layers, basis, settings, memory=memory, for_previews=preview.n_null + 1)
     assert memory.count("CCR-0 projection") == 2  # one per layer
     projected = []
-    monkeypatch.setattr(pga, "_project", lambda points, bases: projected.append(bases.shape) or _project(points, bases))
+    monkeypatch.setattr(pga, "_project", lambda points, bases, out=None: projected.append(bases.shape)
+                        or _project(points, bases, out))
     for moved in (preview, replace(preview, ccrs=(0, 3)), replace(preview, ks=(5,))):
         warm = pga_sweep(layers, basis, moved, memory=memory)
         cold = pga_sweep(layers, basis, moved, memory=EngineMemory(limit_bytes=1))
@@ -136,12 +137,16 @@ def test_an_exact_sweep_leaves_the_ccr_0_projections_a_preview_starts_from(monke
     assert nothing_left.count("CCR-0 projection") == 0
 
 
-@pytest.mark.parametrize("ccr_fit", ["same", "half"])
-def test_a_jumps_preview_hands_its_projections_over_to_the_exact_sweep_after_it(monkeypatch, ccr_fit):
+@pytest.mark.parametrize("ccr_fit, batched", [("same", False), ("half", False), ("same", True)])
+def test_a_jumps_preview_hands_its_projections_over_to_the_exact_sweep_after_it(monkeypatch, ccr_fit, batched):
     """A preview that projects (almost) every column anew projects the corrected states as the exact sweep projects its
     first R' + 1 subspaces, and hands them over: the exact sweep after it projects only the other draws, and its
-    results are those of an exact sweep without a preview, bit for bit (and of the CLI's, which splits nothing)."""
+    results are those of an exact sweep without a preview, bit for bit (and of the CLI's, which splits nothing); with
+    the projection's wide matmul and with its batched one (large k), each writing into the joined projection."""
     from analysis.geometry import pga
+
+    if batched:
+        monkeypatch.setattr(pga, "BATCHED_FROM_K", 1)
 
     states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
     layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
@@ -153,7 +158,8 @@ def test_a_jumps_preview_hands_its_projections_over_to_the_exact_sweep_after_it(
     pga_sweep(layers, basis, preview, memory=memory)
     assert len(memory.handed[1]) == 2  # one per layer
     projected = []
-    monkeypatch.setattr(pga, "_project", lambda points, bases: projected.append(len(bases)) or _project(points, bases))
+    monkeypatch.setattr(pga, "_project", lambda points, bases, out=None: projected.append(len(bases))
+                        or _project(points, bases, out))
     after = pga_sweep(layers, basis, settings, memory=memory, for_previews=first)
     assert projected == [settings.n_null + 1 - first] * 2 and not memory.handed[1]  # only the other draws; all taken
     for a, b, c in zip(after, alone, cli, strict=True):

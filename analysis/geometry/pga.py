@@ -307,15 +307,19 @@ def _cosine_grams(points: torch.Tensor, block: int) -> torch.Tensor:
     return (unit @ unit.transpose(-1, -2)).reshape(len(points), -1)
 
 
-def _project(points: torch.Tensor, bases: torch.Tensor) -> torch.Tensor:
+def _project(points: torch.Tensor, bases: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """``[m, n, k]`` float32: ``points`` ``[n, d]`` projected onto each basis of ``bases`` ``[m, d, k]``, multiplied in
-    the bases' dtype."""
+    the bases' dtype; into ``out`` when given (a slice of a larger projection: no copy to join them after)."""
     points = points.to(bases.dtype)
     if bases.shape[-1] >= BATCHED_FROM_K:  # one batched matmul straight into [m, n, k]
-        return torch.matmul(points[None], bases).float()
-    m, d, k = bases.shape  # one wide matmul, then [m, n, k] (3x faster Grams after)
-    projected = (points @ bases.permute(1, 0, 2).reshape(d, m * k)).float()
-    return projected.reshape(len(points), m, k).permute(1, 0, 2).contiguous()
+        if out is not None and bases.dtype == torch.float32:
+            return torch.matmul(points[None], bases, out=out)
+        projected = torch.matmul(points[None], bases).float()
+    else:  # one wide matmul, then [m, n, k] (3x faster Grams after)
+        m, d, k = bases.shape
+        projected = (points @ bases.permute(1, 0, 2).reshape(d, m * k)).float().reshape(len(points), m, k)
+        projected = projected.permute(1, 0, 2)
+    return projected.contiguous() if out is None else out.copy_(projected)
 
 
 @dataclass(frozen=True)
@@ -370,11 +374,18 @@ def _exact_projection(corrected: torch.Tensor, bases: torch.Tensor, first: int, 
     """:func:`_project` of the CCR-c states ``corrected`` ``[n, d]`` onto ``bases`` ``[m, d, k]`` for an exact sweep:
     the first ``first`` subspaces (those a preview scores) projected apart from the rest, or taken from ``handed``
     ``[first, n, k]`` where a preview projected them so; the same calls either way, so the result does not depend on
-    whether a preview ran before."""
-    if not first:
-        return _project(corrected, bases)
-    head = handed if handed is not None else _project(corrected, bases[:first])
-    return torch.cat([head, _project(corrected, bases[first:])]) if len(bases) > first else head
+    whether a preview ran before. Both parts are written into one tensor (joining them after cost a copy of the whole
+    projection: 2.2 s of a 13.7 s sweep at k = 288)."""
+    m, _, k = bases.shape
+    if not first or m <= first:
+        return _project(corrected, bases) if handed is None else handed
+    projected = torch.empty((m, len(corrected), k), device=corrected.device)
+    if handed is None:
+        _project(corrected, bases[:first], out=projected[:first])
+    else:
+        projected[:first].copy_(handed)
+    _project(corrected, bases[first:], out=projected[first:])
+    return projected
 
 
 def _plus_removed(projection: torch.Tensor, centred: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor,
