@@ -219,6 +219,19 @@ def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: Pair
         return torch.from_numpy(numerators / (reference.norm * norms))
 
 
+def compile_kernels() -> None:
+    """The compiled rank kernels built (or read from numba's disk cache) with the types the sweeps pass them: the
+    chunked path, the small blocks' path and the in-place path, on a few random tokens."""
+    tokens = 3 * GRAM_ROWS
+    points = np.random.default_rng(0).standard_normal((1, tokens, 2)).astype(np.float32)
+    for block in (tokens, 2):
+        rows, cols = np.triu_indices(block, 1)
+        flat = (np.arange(tokens // block)[:, None] * block**2 + rows * block + cols).ravel()
+        reference = ranked_reference(torch.from_numpy(np.arange(len(flat), dtype=np.float32)))
+        spearman_cosines(reference, points, pair_rows(flat, block, tokens))
+    spearman_ranked(reference, torch.zeros((1, len(flat))))
+
+
 def centred_ranks(values: torch.Tensor) -> torch.Tensor:
     """``[n]`` average ranks of a vector minus their mean, float64, in the original order."""
     return ranked_reference(values).centred
