@@ -57,8 +57,11 @@ def _offsets(count):
 
 
 @njit(inline="always")
-def _counted(key, count):
-    """``key`` counted in each of its three digits' counters ``count`` ``[3, 2048]``."""
+def _keep(bits, t, keys, count):
+    """The key of the float32 whose bits are ``bits`` (:func:`_monotone`) into ``keys[t]``, and counted in each of its
+    three digits' counters ``count`` ``[3, 2048]``."""
+    key = _monotone(bits)
+    keys[t] = key
     count[0, key & DIGIT] += 1
     count[1, (key >> 11) & DIGIT] += 1
     count[2, key >> 22] += 1
@@ -69,9 +72,7 @@ def _keys_at(row, flat, keys, count):
     """The keys of ``row[flat]`` (``row`` ``[G]`` float32 bits as uint32, ``flat`` ``[n]`` int64) into ``keys`` ``[n]``
     uint32, counted into ``count``."""
     for i in range(len(flat)):
-        key = _monotone(row[flat[i]])
-        keys[i] = key
-        _counted(key, count)
+        _keep(row[flat[i]], i, keys, count)
 
 
 @njit(nogil=True, cache=True)
@@ -88,14 +89,10 @@ def chunk_keys(gram, first, starts, cols, keys, count):
         offset = cols[start] - first - start
         if cols[end - 1] - first - (end - 1) == offset:  # consecutive columns (every pair of the row): no reads of cols
             for t in range(start, end):
-                key = _monotone(bits[r, t + offset])
-                keys[t] = key
-                _counted(key, count)
+                _keep(bits[r, t + offset], t, keys, count)
         else:
             for t in range(start, end):
-                key = _monotone(bits[r, cols[t] - first])
-                keys[t] = key
-                _counted(key, count)
+                _keep(bits[r, cols[t] - first], t, keys, count)
 
 
 @njit(nogil=True, cache=True)
@@ -183,7 +180,8 @@ def flag_places(place: np.ndarray, shift: np.ndarray) -> np.ndarray:
     return (place.astype(np.uint64) | np.where(shift[place] != 0.0, TIED, np.uint64(0))).astype(np.uint32)
 
 
-def scratch(n: int) -> tuple[np.ndarray, ...]:
+@njit(cache=True)
+def scratch(n):
     """A row's scratch for :func:`rho_of_keys` of ``n`` values: (keys, count, spare, by_value)."""
     return np.empty(n, np.uint32), np.empty((3, 2048), np.int32), np.empty(n, np.uint64), np.empty(n, np.uint64)
 
@@ -193,9 +191,7 @@ def rho_parts(values, flat, flagged, shift, numerators, norms):
     """Fill ``numerators`` and ``norms`` ``[m]`` float64 for the rows ``values[:, flat]``: ``values`` ``[m, G]``
     float32 (C order), ``flat`` ``[n]`` int64 positions in a row, against a reference given by ``flagged`` ``[n]``
     uint32 (:func:`flag_places`) and ``shift`` ``[n]`` float64 (``s_p``, by place)."""
-    n = len(flat)
-    keys, spare, by_value = np.empty(n, np.uint32), np.empty(n, np.uint64), np.empty(n, np.uint64)
-    count = np.empty((3, 2048), np.int32)
+    keys, count, spare, by_value = scratch(len(flat))
     bits = values.view(np.uint32)
     for row in range(values.shape[0]):
         count[:] = 0

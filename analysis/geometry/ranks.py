@@ -123,6 +123,12 @@ class RankedReference:
     def norm(self) -> float:
         return float(self.centred.norm())
 
+    def rho(self, numerators: np.ndarray, norms: np.ndarray) -> torch.Tensor:
+        """``[m]`` rho from the rows' numerators and rank norms ``[m]`` against this reference (NaN for a constant
+        row)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return torch.from_numpy(numerators / (self.norm * norms))
+
 
 def ranked_reference(values: torch.Tensor) -> RankedReference:
     """``values`` ``[n]`` ranked as :class:`RankedReference` (ties averaged)."""
@@ -154,8 +160,7 @@ def spearman_ranked(reference: RankedReference, values: torch.Tensor, flat: torc
     _row_tasks(len(rows), len(positions), lambda some: rho_parts(
         rows[some.start:some.stop], positions, reference.flagged, reference.shift, numerators[some.start:some.stop],
         norms[some.start:some.stop]))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return torch.from_numpy(numerators / (reference.norm * norms))
+    return reference.rho(numerators, norms)
 
 
 @dataclass(frozen=True)
@@ -215,8 +220,7 @@ def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: Pair
             numerators[i], norms[i] = rho_of_keys(keys, count, reference.flagged, reference.shift, spare, by_value)
 
     on_every_core(work, range(WORKERS))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return torch.from_numpy(numerators / (reference.norm * norms))
+    return reference.rho(numerators, norms)
 
 
 def compile_kernels() -> None:
