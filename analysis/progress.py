@@ -26,15 +26,24 @@ class TimeLeft:
         self.start, self.first, self.last = 0.0, 0, 0
 
     def __call__(self, stage: str, done: int, total: int) -> str:
+        return self.describe(self.seconds(stage, done, total))
+
+    def seconds(self, stage: str, done: int, total: int) -> float | None:
+        """The seconds left in ``stage`` at ``done`` of ``total`` (None where ``__call__`` says nothing)."""
         now = time.monotonic()
         if stage != self.stage or done < self.last:
             self.stage, self.start, self.first, self.last = stage, now, done, done
-            return ""
+            return None
         self.last = done
         elapsed = now - self.start
         if done <= self.first or done >= total or elapsed < 1:
+            return None
+        return elapsed / (done - self.first) * (total - done)
+
+    @staticmethod
+    def describe(left: float | None) -> str:
+        if left is None:
             return ""
-        left = elapsed / (done - self.first) * (total - done)
         return f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
 
 

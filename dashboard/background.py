@@ -6,7 +6,7 @@ part is drawn. One thread per session runs the tasks in order, each through the 
 policy; a newer page run that no longer asks for a task stops it at its next pause point (finished layers
 stay in the disk cache), and one that asks for more urgent work first (a move's exact curve before the
 previews around it) puts it back in line there. :func:`show_status` draws one quiet line of what is ready,
-refreshed every half second, and reruns the page when a task whose result the page shows is done.
+refreshed every second, and reruns the page when a task whose result the page shows is done.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,9 +26,11 @@ from analysis.progress import Progress, TimeLeft
 from dashboard.admission import Admission, Priority
 from dashboard.text import literal
 
-# The status line's refresh; a result the page shows is drawn at most this long after it is done. Each refresh costs
-# the browser too: chromium spent 1.3-1.5 s of CPU from a move's preview to its exact curve at 0.5 s, 3.3-4.7 s at 0.25.
-REFRESH_SECONDS = 0.5
+# The status line's refresh. Each is a run of the page's fragment, which the browser answers by drawing the whole page
+# again: on 2 cores, every half second made a move's exact run 1.1-1.5x as long as the same sweep outside the app
+# (chromium took 0.14-0.2 of a core), every second 0.85-1.05x (BENCHMARKS.md). A result the page shows is drawn when
+# it is done all the same: the refresh before its expected end waits for it (:func:`show_status`).
+REFRESH_SECONDS = 1.0
 
 
 class Superseded(Exception):
@@ -57,6 +60,7 @@ class Task:
     done: int = 0
     total: int = 0
     left: str = ""  # ", about 40 s left" while a stage runs (``analysis.progress.TimeLeft``)
+    ends: float | None = None  # when the running stage is expected to end (``time.monotonic``), once its pace is known
     error: str = ""
     rerun: bool = False  # a "shows" task done: the page has been rerun to draw it (once)
 
@@ -75,6 +79,7 @@ class Background:
     def __init__(self, admission: Admission) -> None:
         self.admission = admission
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)  # notified when a task ends
         self.tasks: list[Task] = []
         self.thread: threading.Thread | None = None
 
@@ -124,7 +129,9 @@ class Background:
                 step, time_left = checked(pause), TimeLeft()
 
                 def progress(stage: str, done: int, total: int) -> None:
-                    task.stage, task.done, task.total, task.left = stage, done, total, time_left(stage, done, total)
+                    left = time_left.seconds(stage, done, total)
+                    task.stage, task.done, task.total, task.left = stage, done, total, TimeLeft.describe(left)
+                    task.ends = None if left is None else time.monotonic() + left
                     step()
 
                 step()
@@ -139,6 +146,8 @@ class Background:
         finally:
             if task.state != "waiting":
                 task.run = None  # release what the work held (hidden states, the model)
+            with self.changed:
+                self.changed.notify_all()
 
     def idle(self) -> bool:
         with self.lock:
@@ -167,6 +176,19 @@ class Background:
                 parts.append(f"{group}: {sum(task.state == 'done' for task in tasks)}/{len(tasks)} ready")
         return " · ".join(parts)
 
+    def ending(self, within: float) -> bool:
+        """A task whose result the page shows runs a stage expected to end within ``within`` seconds."""
+        soon = time.monotonic() + within
+        with self.lock:
+            return any(task.shows and task.state == "running" and task.ends is not None and task.ends <= soon
+                       for task in self.tasks)
+
+    def wait_shown(self, timeout: float) -> None:
+        """Wait until no task whose result the page shows runs, ``timeout`` seconds at most."""
+        with self.changed:
+            self.changed.wait_for(lambda: not any(task.shows and task.state == "running" for task in self.tasks),
+                                  timeout)
+
     def to_draw(self) -> bool:
         """A task the page asked for because it shows its result is done: the page should rerun (once per
         task; the page asks again only while the result is missing)."""
@@ -181,16 +203,18 @@ class Background:
             return [task for task in self.tasks if task.state == "failed"]
 
 
-def show_status(background: Background, rendered: Callable[[], None]) -> None:
+def show_status(background: Background) -> None:
     """One quiet line of what is ready, refreshed while anything runs; failures as one warning each; the page
-    reruns when a result it shows is done. ``rendered`` is called at each refresh: the browser's timer fires
-    only once it has drawn the page."""
+    reruns when a result it shows is done. A refresh shortly before such a result is expected waits for it (a
+    second at most), so that it is drawn when it is done rather than at the next refresh. Once nothing runs, the page
+    reruns once more and the line stops refreshing (an open page costs no CPU, the visitor's or the server's)."""
     refreshes = itertools.count()
 
     def status() -> None:
-        if next(refreshes):  # not the page run's own call
-            rendered()
-        if background.to_draw():
+        refresh = next(refreshes) > 0  # not the page run's own call
+        if refresh and background.ending(REFRESH_SECONDS):
+            background.wait_shown(REFRESH_SECONDS)
+        if background.to_draw() or (refresh and background.idle()):
             st.rerun(scope="app")
         for task in background.failures():
             st.warning(literal(f"{task.group} ({task.key}) stopped: {task.error}"), icon=":material/warning:")

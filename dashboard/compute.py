@@ -209,7 +209,9 @@ def policy() -> Admission:
 
 
 DRAWING_SECONDS = 10.0  # a page run starting: other work waits until it is drawn, this long at most
-RENDERING_SECONDS = 1.0  # a page drawn: work waits while the browser renders it, this long at most
+# a page drawn: other work waits while the browser renders it (chromium drew a move's preview 0.1-0.5 s after the page
+# run sent it, on 2 cores)
+RENDERING_SECONDS = 0.5
 
 
 def _visitor() -> str | None:
@@ -224,15 +226,9 @@ def page_started() -> None:
 
 
 def page_drawn() -> None:
-    """The visible part of the page is sent; other work starts once the browser has drawn it (:func:`page_rendered`),
-    ``RENDERING_SECONDS`` at most."""
+    """The visible part of the page is sent; other work starts ``RENDERING_SECONDS`` later, once the browser has drawn
+    it."""
     policy().quiet(RENDERING_SECONDS, _visitor())
-
-
-def page_rendered() -> None:
-    """The visitor's browser has drawn the page: its status line's timer fired (half a second after it drew the
-    line; chromium takes 0.3-0.9 s to draw a page's charts on 2 cores), so other work may take the cores."""
-    policy().quiet(0, _visitor())
 
 
 def _settings(loaded: LoadedModel, view: ViewState, k: int | None, ccrs: tuple[int, ...] | None):
@@ -337,7 +333,7 @@ def background(tasks: list[Task], where=None) -> None:
         worker = st.session_state["background"] = Background(policy())
     worker.replace(tasks)
     with where if where is not None else contextlib.nullcontext():
-        show_status(worker, page_rendered)
+        show_status(worker)
 
 
 def triage_task(view: ViewState, loaded: LoadedModel) -> Task:

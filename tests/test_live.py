@@ -379,7 +379,7 @@ def test_while_a_page_is_drawn_its_own_work_runs_and_work_outside_it_waits():
     assert script.log == ["load", "preview", "exact", "fill"]
 
 
-def test_each_visitors_quiet_is_its_own_and_ends_when_its_browser_has_drawn_the_page():
+def test_each_visitors_quiet_is_its_own_and_only_its_own_call_ends_it():
     admission = Admission()
     script = Script(admission)
     admission.quiet(60, "visitor A")  # A's page is drawn, its browser renders it
@@ -387,7 +387,7 @@ def test_each_visitors_quiet_is_its_own_and_ends_when_its_browser_has_drawn_the_
     exact = script.thread("exact", Priority.NEXT)
     exact.start()
     waiting(admission, 1)
-    admission.quiet(0, "visitor A")  # A's browser has drawn its page: B's page is still being drawn
+    admission.quiet(0, "visitor A")  # A's quiet ends: B's page is still being drawn
     with admission.condition:
         assert not admission.condition.wait_for(lambda: script.log, timeout=0.3)
     assert script.log == [] and len(admission.waiting) == 1
@@ -640,6 +640,40 @@ def test_background_work_gives_way_to_a_request_on_another_model_and_a_move_stop
                          shows=True)])  # a move: the k = 4 run stops at its next pause, k = 8 runs
     worker.join(30)
     assert [task.state for task in worker.tasks] == ["done"] and worker.to_draw() and not worker.to_draw()
+
+
+def test_a_refresh_waits_for_a_shown_result_expected_before_the_next_refresh_and_no_longer(monkeypatch):
+    """The status line's refresh before the exact curve is due waits for it (drawn when done, not a refresh later);
+    a result due later, or one the page does not show, is not waited for."""
+    from analysis import progress as progress_module
+    from dashboard import background
+    from dashboard.background import Background, Task
+
+    clock = [0.0]
+    fake = type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])})
+    monkeypatch.setattr(progress_module, "time", fake)
+    monkeypatch.setattr(background, "time", fake)
+    worker, reported, finish = Background(Admission()), threading.Event(), threading.Event()
+
+    def exact(progress, slot):
+        progress("PGA by layer", 0, 10)
+        clock[0] = 8.0
+        progress("PGA by layer", 8, 10)  # 8 layers in 8 s: 2 s left, due at 10 s
+        reported.set()
+        finish.wait(30)
+
+    fill = Task("k = 2, CCR-1", "Nearby settings", Priority.BACKGROUND, None, "A", state="running", ends=8.5)
+    worker.replace([Task("k = 4, CCR-1", "Exact curve", Priority.NEXT, exact, "A", shows=True), fill])
+    assert reported.wait(30)
+    assert not worker.ending(1.0) and worker.ending(2.5)  # the fill due at 8.5 s is not shown: not waited for
+    clock[0] = 9.5
+    assert worker.ending(1.0)
+    waited = threading.Event()
+    threading.Thread(target=lambda: (worker.wait_shown(60), waited.set()), daemon=True).start()
+    assert not waited.wait(0.2)  # the exact run goes on: the refresh waits
+    finish.set()
+    assert waited.wait(30) and worker.tasks[0].state == "done" and worker.to_draw()
+    assert not worker.ending(60)
 
 
 def test_blocks_of_128_tokens_without_the_preview_flag_are_an_exact_setting_and_stored(tmp_path):

@@ -218,11 +218,10 @@ def test_cosines_ranked_a_chunk_at_a_time_equal_scipy_on_every_design(monkeypatc
     designs = [sample_pairs(130, None, 0), sample_pairs(130, 999, 0), sample_pairs(130, None, 0, pair_blocks=50),
                sample_pairs(130, None, 0, pair_blocks=40)]  # chunks of 24 rows; then whole blocks of 40 <= 2 x 24
     for design in designs:
-        ordered = states[design.order]
-        full = pga._cosine_grams(torch.tensor(ordered)[None], design.block)[0, design.flat]
-        points = np.stack([np.pad(ordered @ b.astype(np.float32), ((0, 0), (0, 6 - b.shape[1]))) for b in bases])
-        found = spearman_cosines(ranked_reference(full), points, design.rows).numpy()
-        cosines = pga._cosine_grams(torch.tensor(points), design.block)[:, design.flat].numpy()
+        full = pga._cosine_grams(torch.tensor(states[design.order])[None], design.block)[0, design.flat]
+        points = np.stack([np.pad(states @ b.astype(np.float32), ((0, 0), (0, 6 - b.shape[1]))) for b in bases])
+        found = spearman_cosines(ranked_reference(full), points, design.rows).numpy()  # the blocks taken in order
+        cosines = pga._cosine_grams(torch.tensor(points[:, design.order]), design.block)[:, design.flat].numpy()
         np.testing.assert_allclose(found, plain_spearman(full.numpy(), cosines), rtol=0, atol=1e-6)
         assert found[0] > 0.5 and np.all(np.abs(found[2:]) < found[0] - 0.3)  # planted in the readout only
         assert set(np.unique(cosines[1])) <= {-1.0, 1.0}  # k = 1: two tie runs

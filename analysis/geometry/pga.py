@@ -277,10 +277,15 @@ class PairDesign:
     def n_pairs(self) -> int:
         return len(self.flat)
 
+    @property
+    def ordered(self) -> bool:
+        """Whether the tokens are taken in another order (blocks): else in their own, all of them."""
+        return self.block != len(self.order)
+
     @cached_property
     def rows(self) -> PairRows:
         """The pairs grouped by the token of their row, for :func:`analysis.geometry.ranks.spearman_cosines`."""
-        return pair_rows(self.flat, self.block, len(self.order))
+        return pair_rows(self.flat, self.block, len(self.order), self.order if self.ordered else None)
 
 
 def sample_pairs(n: int, max_pairs: int | None, seed: int, pair_blocks: int | None = None) -> PairDesign:
@@ -414,10 +419,9 @@ def _subspace_rhos(corrected: torch.Tensor, projected: torch.Tensor, design: Pai
                    pause: Callable[[], None] | None = None) -> np.ndarray:
     """Spearman rho of full-space vs projected similarities: ``corrected`` ``[n, d]`` against each subspace's
     ``projected`` ``[m, n, k]`` (:func:`_project`). ``pause`` is called between chunks of at most
-    ``CHUNK_SUBSPACES`` subspaces."""
-    if design.block != len(corrected):  # blocks: the tokens in block order, each block consecutive
-        order = torch.as_tensor(design.order, device=corrected.device)
-        corrected, projected = corrected[order], projected[:, order]
+    ``CHUNK_SUBSPACES`` subspaces (the projections are taken in the design's order there, a subspace at a time)."""
+    if design.ordered:  # blocks: the tokens in block order, each block consecutive
+        corrected = corrected[torch.as_tensor(design.order, device=corrected.device)]
     n, _ = corrected.shape
     m = len(projected)
     flat = torch.as_tensor(design.flat, device=corrected.device)
@@ -435,11 +439,13 @@ def _subspace_rhos(corrected: torch.Tensor, projected: torch.Tensor, design: Pai
 
 def _correlate(reference: RankedReference, projected: torch.Tensor, design: PairDesign,
                flat: torch.Tensor) -> torch.Tensor:
-    """``[m]`` rho of each subspace's cosines ``projected`` ``[m, n, k]`` (tokens in the design's blocks) at the
+    """``[m]`` rho of each subspace's cosines ``projected`` ``[m, N, k]`` (the tokens taken in the design's order) at the
     design's pairs (``flat``, on the projection's device) against ``reference``. On the CPU each core makes its
     subspaces' Gram matrices a chunk at a time (numpy, one BLAS thread) and ranks their pairs from its cache
     (:func:`analysis.geometry.ranks.spearman_cosines`); elsewhere all Gram matrices at once, then their ranks."""
     if projected.device.type != "cpu":
+        if design.ordered:
+            projected = projected[:, torch.as_tensor(design.order, device=projected.device)]
         return spearman_ranked(reference, _cosine_grams(projected, design.block), flat)
     with one_blas_thread():
         return spearman_cosines(reference, projected.numpy(), design.rows)

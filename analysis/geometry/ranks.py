@@ -167,19 +167,21 @@ def spearman_ranked(reference: RankedReference, values: torch.Tensor, flat: torc
 class PairRows:
     """Pairs inside blocks of ``block`` consecutive tokens, grouped by the token of their row: the pairs of token
     ``i`` (its block's row ``i % block``) are ``t`` in ``starts[i]..starts[i + 1] - 1`` ``[T + 1]`` int64, at column
-    ``cols[t]`` ``[n]`` int32 of the block."""
+    ``cols[t]`` ``[n]`` int32 of the block. The tokens are the points' rows taken in ``order`` ``[T]`` (None: as they
+    come)."""
 
     block: int
     starts: np.ndarray
     cols: np.ndarray
+    order: np.ndarray | None = None
 
 
-def pair_rows(flat: np.ndarray, block: int, tokens: int) -> PairRows:
+def pair_rows(flat: np.ndarray, block: int, tokens: int, order: np.ndarray | None = None) -> PairRows:
     """:class:`PairRows` of the pairs ``flat`` ``[n]`` (ascending flat indices into the ``[tokens // block, block,
-    block]`` Gram matrices, above their diagonals)."""
+    block]`` Gram matrices, above their diagonals) among the points' rows taken in ``order``."""
     flat = np.asarray(flat, dtype=np.int64)
     starts = np.searchsorted(flat // block, np.arange(tokens + 1))
-    return PairRows(block, starts, (flat % block).astype(np.int32))
+    return PairRows(block, starts, (flat % block).astype(np.int32), order)
 
 
 def _cosine_keys(unit: np.ndarray, pairs: PairRows, keys: np.ndarray, count: np.ndarray) -> None:
@@ -203,9 +205,10 @@ def _cosine_keys(unit: np.ndarray, pairs: PairRows, keys: np.ndarray, count: np.
 
 def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: PairRows) -> torch.Tensor:
     """``[m]`` Spearman correlations with ``reference`` of each subspace's cosine similarities at ``pairs``:
-    ``points`` ``[m, T, k]`` float32 (tokens in blocks of ``pairs.block``). Each core takes the next subspace,
-    normalises its points, makes its Gram matrices a chunk at a time and turns each chunk's pairs into radix keys
-    while the chunk is in its cache (:func:`_cosine_keys`), then ranks them. Equal to :func:`spearman_ranked` of the
+    ``points`` ``[m, N, k]`` float32 (taken in ``pairs.order``, the tokens fall in blocks of ``pairs.block``). Each core
+    takes the next subspace, takes its points in that order and normalises them, makes their Gram matrices a chunk at
+    a time and turns each chunk's pairs into radix keys while the chunk is in its cache (:func:`_cosine_keys`), then
+    ranks them. Equal to :func:`spearman_ranked` of the
     Gram matrices up to their float32 rounding (tested). BLAS calls on every core: call it under
     :func:`analysis.cores.one_blas_thread`."""
     m = len(points)
@@ -215,8 +218,9 @@ def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: Pair
     def work(_) -> None:
         keys, count, spare, by_value = scratch(len(pairs.cols))
         while (i := next(taken)) < m:
-            norm = np.sqrt(np.einsum("ij,ij->i", points[i], points[i]))
-            _cosine_keys(points[i] / np.maximum(norm, np.float32(1e-12))[:, None], pairs, keys, count)
+            tokens = points[i] if pairs.order is None else points[i][pairs.order]
+            norm = np.sqrt(np.einsum("ij,ij->i", tokens, tokens))
+            _cosine_keys(tokens / np.maximum(norm, np.float32(1e-12))[:, None], pairs, keys, count)
             numerators[i], norms[i] = rho_of_keys(keys, count, reference.flagged, reference.shift, spare, by_value)
 
     on_every_core(work, range(WORKERS))
