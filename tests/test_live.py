@@ -13,6 +13,7 @@ import torch
 from analysis.data.corpus import Sampling, builtin_corpus
 from analysis.geometry.ccr import remove_components
 from analysis.geometry.pga import _preview_projection, _project, layer_pca, null_bases, pga_sweep
+from analysis.geometry.ranks import ranked_reference
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.runs import analyses, pipeline
@@ -135,6 +136,29 @@ def test_an_exact_sweep_leaves_the_ccr_0_projections_a_preview_starts_from(monke
     nothing_left = EngineMemory()
     pga_sweep(layers, basis, settings, memory=nothing_left)  # for_previews = 0: the CLI's and the GPU's sweeps
     assert nothing_left.count("CCR-0 projection") == 0
+
+
+@pytest.mark.parametrize("ccr_fit", ["same", "half"])
+def test_a_move_of_k_ranks_the_full_space_once_per_layer_depth_and_design(monkeypatch, ccr_fit):
+    """The full space's ranked cosines are the same at every k: a sweep at another k, exact or preview, takes them
+    from memory (one ranking per layer, depth and pair design) and equals a sweep that ranks them afresh."""
+    from analysis.geometry import pga
+
+    states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
+    layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
+    ranked, counting = [], [False]
+    monkeypatch.setattr(pga, "ranked_reference", lambda values: ranked.append(counting[0]) or ranked_reference(values))
+    memory, exact = EngineMemory(), pga_settings(w_u.shape[1], (8,), (1,), ccr_fit=ccr_fit, n_null=12)
+    preview = preview_settings(exact)
+    for settings in (exact, replace(exact, ks=(4,)), replace(exact, ks=(6,), ccrs=(1, 2)), preview,
+                     replace(preview, ks=(4,))):
+        counting[0] = True
+        warm = pga_sweep(layers, basis, settings, memory=memory)
+        counting[0] = False
+        cold = pga_sweep(layers, basis, settings, memory=EngineMemory(limit_bytes=1))
+        for w, c in zip(warm, cold, strict=True):  # a preview's projection from memory differs by its rounding
+            assert w.rho_readout == pytest.approx(c.rho_readout, abs=1e-6) and np.allclose(w.null, c.null, atol=1e-6)
+    assert sum(ranked) == 2 * 3  # two layers at CCR-1 on all pairs, at CCR-2, and at CCR-1 on the preview's design
 
 
 @pytest.mark.parametrize("ccr_fit, batched", [("same", False), ("half", False), ("same", True)])

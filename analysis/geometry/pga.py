@@ -415,19 +415,22 @@ def _remember_projection(centred: torch.Tensor, pca: PCA, c: int, bases: torch.T
     memory.put("CCR-0 projection", remembered, _Projection(bases, zero.contiguous()))
 
 
-def _subspace_rhos(corrected: torch.Tensor, projected: torch.Tensor, design: PairDesign,
-                   pause: Callable[[], None] | None = None) -> np.ndarray:
-    """Spearman rho of full-space vs projected similarities: ``corrected`` ``[n, d]`` against each subspace's
-    ``projected`` ``[m, n, k]`` (:func:`_project`). ``pause`` is called between chunks of at most
-    ``CHUNK_SUBSPACES`` subspaces (the projections are taken in the design's order there, a subspace at a time)."""
+def _reference(corrected: torch.Tensor, design: PairDesign) -> RankedReference:
+    """The full space's cosine similarities of ``corrected`` ``[n, d]`` at the design's pairs, ranked."""
     if design.ordered:  # blocks: the tokens in block order, each block consecutive
         corrected = corrected[torch.as_tensor(design.order, device=corrected.device)]
-    n, _ = corrected.shape
-    m = len(projected)
     flat = torch.as_tensor(design.flat, device=corrected.device)
-    full = _cosine_grams(corrected[None], design.block)[0, flat]
-    reference = ranked_reference(full)
-    per_subspace = (n * design.block + design.n_pairs) * 4  # its Gram matrices and its pairs, float32
+    return ranked_reference(_cosine_grams(corrected[None], design.block)[0, flat])
+
+
+def _subspace_rhos(reference: RankedReference, projected: torch.Tensor, design: PairDesign,
+                   pause: Callable[[], None] | None = None) -> np.ndarray:
+    """Spearman rho of full-space vs projected similarities: ``reference`` (:func:`_reference`) against each subspace's
+    ``projected`` ``[m, n, k]`` (:func:`_project`). ``pause`` is called between chunks of at most
+    ``CHUNK_SUBSPACES`` subspaces (the projections are taken in the design's order there, a subspace at a time)."""
+    m = len(projected)
+    flat = torch.as_tensor(design.flat, device=projected.device)
+    per_subspace = (len(design.order) * design.block + design.n_pairs) * 4  # its Gram matrices and pairs, float32
     chunk = max(1, min(CHUNK_SUBSPACES, MEMORY_BUDGET_BYTES // per_subspace))
     rhos = []
     for start in range(0, m, chunk):
@@ -596,6 +599,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         basis.top(k)
     torch_device = pick_device(device)
     design = sample_pairs(n, settings.max_pairs, settings.seed, settings.pair_blocks)
+    design_key = (n, settings.max_pairs, settings.seed, settings.pair_blocks)
     projection = torch.bfloat16 if settings.projection == "bfloat16" else torch.float32
     memory = memory or default_memory()
     candidates = {k: _candidates(memory, basis, k, settings.n_null, settings.seed, projection, torch_device)
@@ -620,9 +624,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         x = torch.as_tensor(states[layer], device=torch_device)
         fitted, scored = (x, x) if same_rows else (x[fit_rows], x[score_rows])
         fit_key = _rows_key(fitted, memory, states_key, (layer, "fitted", *split))
-        scored_key = None  # the scored rows' digest, where projections are kept or handed over by it
-        if keep_projections or hands:
-            scored_key = fit_key if same_rows else _rows_key(scored, memory, states_key, (layer, "scored", *split))
+        scored_key = fit_key if same_rows else _rows_key(scored, memory, states_key, (layer, "scored", *split))
         try:
             pca = layer_pca(fitted, max(settings.n_pcs, *settings.ccrs), memory, fit_key)
         except torch.OutOfMemoryError:
@@ -636,6 +638,9 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
             variances = pca.variances[c:] if same_rows else fit_pca(corrected).variances
             spectrum = spectral_metrics(variances.cpu().numpy(), d, settings.alpha_fit)
             corrected32 = corrected.to(torch.float32)
+            # the same for every k: remembered by the rows, the depth and the design (a move of k needs it again)
+            reference = memory.remember("reference", (fit_key, scored_key, c, design_key),
+                                        partial(_reference, corrected32, design))
             for k in settings.ks:
                 report(progress, "PGA by layer", done, total)
                 bases_key, bases = candidates[k]
@@ -650,7 +655,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                     if remembered is not None and c == settings.ccrs[0]:
                         _remember_projection(centred32, pca, c, bases[:kept_subspaces], projected[:kept_subspaces],
                                              remembered, memory)
-                rhos = _subspace_rhos(corrected32, projected, design, pause)
+                rhos = _subspace_rhos(reference, projected, design, pause)
                 rho, null = float(rhos[0]), rhos[1:]
                 # the same at every CCR depth: remembered by the fitted rows and V_k
                 angles, shares, in_readout = memory.remember(
