@@ -123,7 +123,7 @@ class Background:
                 pause()
             return check
 
-        task.state = "running"
+        task.state, task.ends = "running", None  # a task put back in line paces itself again
         try:
             with self.admission.hold(task.priority, task.group, task.model) as pause:
                 step, time_left = checked(pause), TimeLeft()

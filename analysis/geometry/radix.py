@@ -98,7 +98,7 @@ def chunk_keys(gram, first, starts, cols, keys, count):
 @njit(nogil=True, cache=True)
 def rho_of_keys(keys, count, flagged, shift, spare, by_value):
     """(numerator, norm) of one row's keys ``keys`` ``[n]`` uint32, counted in ``count`` ``[3, 2048]`` int32, against a
-    reference given by ``flagged`` ``[n]`` uint32 (:func:`flag_places`) and ``shift`` ``[n]`` float64 (``s_p``, by
+    reference given by ``flagged`` ``[n]`` uint32 (:func:`rank_sorted`) and ``shift`` ``[n]`` float64 (``s_p``, by
     place): the words ``key << 32 | flagged place`` sorted into ``by_value`` ``[n]`` uint64 by three stable counting
     passes (``spare`` ``[n]`` uint64 is scratch), summing ``j p_j`` as the last pass puts each word in its place
     ``j``; then the corrections of the row's own tie runs (:func:`_row_ties`)."""
@@ -173,11 +173,29 @@ def _row_ties(by_value, shift):
     return numerator, ties
 
 
-def flag_places(place: np.ndarray, shift: np.ndarray) -> np.ndarray:
-    """``[n]`` uint32: each column's reference place ``p_i`` (``place`` ``[n]`` int64, below 2^31), with ``TIED`` set
-    where the reference's own shift ``s_p`` (``shift`` ``[n]`` float64, by place) is nonzero: the low half of a row's
-    words."""
-    return (place.astype(np.uint64) | np.where(shift[place] != 0.0, TIED, np.uint64(0))).astype(np.uint32)
+@njit(cache=True)
+def rank_sorted(sorted_values, order):
+    """A reference ranked from its stable ascending sort: ``sorted_values`` ``[n]`` (equal exactly where the values
+    are) and ``order`` ``[n]`` int64 (the column at each place). Returns ``flagged`` ``[n]`` uint32 (each column's place
+    ``p_i``, below 2^31, with ``TIED`` set where the shift at its place is nonzero: the low half of a row's words),
+    ``centred`` ``[n]`` float64 (each column's average rank minus ``(n - 1) / 2``) and ``shift`` ``[n]`` float64 by
+    place (``s_p``: the average rank of ``p``'s tie run minus ``p``), in one pass over the runs and one over the
+    places."""
+    n = len(order)
+    shift = np.zeros(n)
+    start = 0
+    for p in range(1, n + 1):
+        if p == n or sorted_values[p] != sorted_values[start]:
+            middle = (start + p - 1) / 2
+            for q in range(start, p):
+                shift[q] = middle - q
+            start = p
+    flagged, centred = np.empty(n, np.uint32), np.empty(n)
+    for p in range(n):
+        i = order[p]
+        centred[i] = p - (n - 1) / 2 + shift[p]
+        flagged[i] = np.uint32(np.uint64(p) | (TIED if shift[p] != 0.0 else np.uint64(0)))
+    return flagged, centred, shift
 
 
 @njit(cache=True)
@@ -190,7 +208,7 @@ def scratch(n):
 def rho_parts(values, flat, flagged, shift, numerators, norms):
     """Fill ``numerators`` and ``norms`` ``[m]`` float64 for the rows ``values[:, flat]``: ``values`` ``[m, G]``
     float32 (C order), ``flat`` ``[n]`` int64 positions in a row, against a reference given by ``flagged`` ``[n]``
-    uint32 (:func:`flag_places`) and ``shift`` ``[n]`` float64 (``s_p``, by place)."""
+    uint32 (:func:`rank_sorted`) and ``shift`` ``[n]`` float64 (``s_p``, by place)."""
     keys, count, spare, by_value = scratch(len(flat))
     bits = values.view(np.uint32)
     for row in range(values.shape[0]):

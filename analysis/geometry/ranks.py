@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from analysis.cores import WORKERS, on_every_core
-from analysis.geometry.radix import chunk_keys, flag_places, rho_of_keys, rho_parts, scratch
+from analysis.geometry.radix import chunk_keys, rank_sorted, rho_of_keys, rho_parts, scratch
 
 GRAM_ROWS = 64  # rows of a Gram matrix made at a time: [64, <= T] float32 stays in a core's L2 cache
 TASK_VALUES = 2**20  # values sorted per task: a few rows of 10^5 pairs, most rows of 10^4
@@ -111,7 +111,7 @@ def _ranked_dot(gathered: torch.Tensor, sorted_values: torch.Tensor):
 @dataclass(frozen=True)
 class RankedReference:
     """A reference vector ``[n]`` ranked once for many rows: ``flagged`` ``[n]`` uint32 (each column's place in the
-    reference's stable ascending order, flagged inside its tie runs: :func:`analysis.geometry.radix.flag_places`),
+    reference's stable ascending order, flagged inside its tie runs: :func:`analysis.geometry.radix.rank_sorted`),
     ``centred`` ``[n]`` float64 (its centred average ranks, as :func:`centred_ranks`) and ``shift`` ``[n]`` float64 by
     place (average rank minus place: nonzero only inside the reference's tie runs)."""
 
@@ -132,18 +132,9 @@ class RankedReference:
 
 def ranked_reference(values: torch.Tensor) -> RankedReference:
     """``values`` ``[n]`` ranked as :class:`RankedReference` (ties averaged)."""
-    sorted_values, order = (part[0] for part in sort_rows(values[None]))
-    n = values.shape[-1]
-    plain = torch.arange(n, device=values.device, dtype=torch.float64) - (n - 1) / 2
-    shift = torch.zeros_like(plain)
-    _, run_start, run_length = _tie_runs(sorted_values[None])
-    if len(run_start):
-        owner, offset = _run_members(run_start, run_length)
-        shift[run_start[owner] + offset] = ((run_length[owner] - 1) / 2 - offset).double()
-    place, centred = torch.empty_like(order), torch.empty_like(plain)
-    place[order], centred[order] = torch.arange(n, device=values.device), plain + shift
-    by_place = shift.cpu().numpy()
-    return RankedReference(flag_places(place.cpu().numpy(), by_place), centred, by_place)
+    sorted_values, order = (part[0].cpu().numpy() for part in sort_rows(values[None]))
+    flagged, centred, shift = rank_sorted(sorted_values, order)
+    return RankedReference(flagged, torch.as_tensor(centred, device=values.device), shift)
 
 
 def spearman_ranked(reference: RankedReference, values: torch.Tensor, flat: torch.Tensor | None = None) -> torch.Tensor:
@@ -208,9 +199,8 @@ def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: Pair
     ``points`` ``[m, N, k]`` float32 (taken in ``pairs.order``, the tokens fall in blocks of ``pairs.block``). Each core
     takes the next subspace, takes its points in that order and normalises them, makes their Gram matrices a chunk at
     a time and turns each chunk's pairs into radix keys while the chunk is in its cache (:func:`_cosine_keys`), then
-    ranks them. Equal to :func:`spearman_ranked` of the
-    Gram matrices up to their float32 rounding (tested). BLAS calls on every core: call it under
-    :func:`analysis.cores.one_blas_thread`."""
+    ranks them. Equal to :func:`spearman_ranked` of the Gram matrices up to their float32 rounding (tested). BLAS calls
+    on every core: call it under :func:`analysis.cores.one_blas_thread`."""
     m = len(points)
     numerators, norms = np.empty(m), np.empty(m)
     taken = itertools.count()  # the next subspace, to whichever core is free
