@@ -442,8 +442,8 @@ def _subspace_rhos(reference: RankedReference, projected: torch.Tensor, design: 
 
 def _correlate(reference: RankedReference, projected: torch.Tensor, design: PairDesign,
                flat: torch.Tensor) -> torch.Tensor:
-    """``[m]`` rho of each subspace's cosines ``projected`` ``[m, N, k]`` (the tokens taken in the design's order) at the
-    design's pairs (``flat``, on the projection's device) against ``reference``. On the CPU each core makes its
+    """``[m]`` rho of each subspace's cosines ``projected`` ``[m, N, k]`` (its tokens taken in the design's order) at
+    the design's pairs (``flat``, on the projection's device) against ``reference``. On the CPU each core makes its
     subspaces' Gram matrices a chunk at a time (numpy, one BLAS thread) and ranks their pairs from its cache
     (:func:`analysis.geometry.ranks.spearman_cosines`); elsewhere all Gram matrices at once, then their ranks."""
     if projected.device.type != "cpu":
