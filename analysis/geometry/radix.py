@@ -15,9 +15,12 @@ How, per row:
 - each value is read where it lies (``flat``: its position in the row, e.g. a pair's entry of a Gram matrix, so
   the pairs are never gathered into a copy; or a chunk of a Gram matrix just made, still in the core's cache:
   :func:`chunk_keys`) and becomes a 32-bit key monotone in the float, without a branch (``-0.0`` equal to ``+0.0``);
-- the key, carried with ``p`` in one 64-bit word, is sorted by three stable counting passes of 11, 11 and 10 bits,
-  least significant first: each pass's 2,048 counters and write positions stay in the core's nearest caches,
-  where two passes of 16 bits missed them at every value (1.5x slower on 2 AVX2 cores);
+- the key, carried with ``p`` in one 64-bit word, is sorted by three stable counting passes of 10, 10 and 12 bits,
+  least significant first: each pass's counters and write positions (at most 4,096) stay in the core's nearest
+  caches, where two passes of 16 bits missed them at every value (1.5x slower on 2 AVX2 cores). The last digit is
+  the widest: it holds the sign, the exponent and the mantissa's top bits, which cosines share in a few runs (with 10
+  bits, a quarter of a row fell on one counter, whose every update waited for the one before: 11, 11, 10 bits sorted
+  5-15 % slower);
 - the last pass adds ``j p_j`` in integers as it puts each word in its place ``j``, and one scan of the sorted words
   sums the corrections of the row's tie runs as it meets them (its branch into a run is rarely taken).
 No comparison sort, no gather per value. ``nogil``: the caller runs rows on every core. numba comes with
@@ -31,8 +34,9 @@ from numba import njit
 
 SIGN = np.uint32(0x80000000)
 MAGNITUDE = np.uint32(0x7FFFFFFF)
-DIGIT = np.uint32(0x7FF)  # 11 bits
-SECOND, THIRD = np.uint64(32 + 11), np.uint64(32 + 22)  # the digits' shifts inside a word
+DIGIT = np.uint32(0x3FF)  # the first two digits: 10 bits each; the third is the key's top 12
+SECOND, THIRD = np.uint64(32 + 10), np.uint64(32 + 20)  # the digits' shifts inside a word
+COUNTERS = (1024, 1024, 4096)
 PLACE = np.uint64(0x7FFFFFFF)
 TIED = np.uint64(0x80000000)
 WORD = np.uint64(32)
@@ -59,12 +63,12 @@ def _offsets(count):
 @njit(inline="always")
 def _keep(bits, t, keys, count):
     """The key of the float32 whose bits are ``bits`` (:func:`_monotone`) into ``keys[t]``, and counted in each of its
-    three digits' counters ``count`` ``[3, 2048]``."""
+    three digits' counters ``count`` ``[3, 4096]``."""
     key = _monotone(bits)
     keys[t] = key
     count[0, key & DIGIT] += 1
-    count[1, (key >> 11) & DIGIT] += 1
-    count[2, key >> 22] += 1
+    count[1, (key >> 10) & DIGIT] += 1
+    count[2, key >> 20] += 1
 
 
 @njit(nogil=True, cache=True)
@@ -96,15 +100,43 @@ def chunk_keys(gram, first, starts, cols, keys, count):
 
 
 @njit(nogil=True, cache=True)
+def cosine_keys(points, order, starts, cols, block, chunk, keys, count):
+    """The keys of the cosine similarities of ``points`` ``[N, k]`` float32, taken in ``order`` ``[T]`` int64 (the
+    tokens fall in blocks of ``block``), at the pairs of row ``t`` ``starts[t]..starts[t + 1] - 1`` (int64), column
+    ``cols`` (int32) of its block, into ``keys`` ``[n]`` uint32, counted into ``count`` ``[3, 4096]`` (zeroed first).
+    The points are normalised as they are taken; each block's Gram matrix is made ``chunk`` rows at a time from the
+    diagonal on (``unit[a:a + chunk] @ unit[a:].T``: half the multiplications; a block of at most two chunks whole)
+    and its pairs keyed while the chunk is in the core's cache (:func:`chunk_keys`)."""
+    tokens, width = len(order), points.shape[1]
+    unit = np.empty((tokens, width), np.float32)
+    for t in range(tokens):
+        row = points[order[t]]
+        norm = np.float32(0.0)
+        for j in range(width):
+            norm += row[j] * row[j]
+        norm = max(np.sqrt(norm), np.float32(1e-12))
+        for j in range(width):
+            unit[t, j] = row[j] / norm  # divided, not multiplied by 1 / norm: at k = 1 every cosine is exactly +-1
+    count[:] = 0
+    rows = block if block <= 2 * chunk else chunk
+    for top in range(0, tokens, block):
+        for a in range(0, block, rows):
+            first, last = top + a, top + min(a + rows, block)
+            if starts[first] < starts[last]:
+                gram = np.dot(unit[first:last], unit[first:top + block].T)
+                chunk_keys(gram, a, starts[first:last + 1], cols, keys, count)
+
+
+@njit(nogil=True, cache=True)
 def rho_of_keys(keys, count, flagged, shift, spare, by_value):
-    """(numerator, norm) of one row's keys ``keys`` ``[n]`` uint32, counted in ``count`` ``[3, 2048]`` int32, against a
+    """(numerator, norm) of one row's keys ``keys`` ``[n]`` uint32, counted in ``count`` ``[3, 4096]`` int32, against a
     reference given by ``flagged`` ``[n]`` uint32 (:func:`rank_sorted`) and ``shift`` ``[n]`` float64 (``s_p``, by
     place): the words ``key << 32 | flagged place`` sorted into ``by_value`` ``[n]`` uint64 by three stable counting
     passes (``spare`` ``[n]`` uint64 is scratch), summing ``j p_j`` as the last pass puts each word in its place
     ``j``; then the corrections of the row's own tie runs (:func:`_row_ties`)."""
     n = len(keys)
     for digit in range(3):
-        _offsets(count[digit])
+        _offsets(count[digit, :COUNTERS[digit]])
     for i in range(n):
         key = keys[i]
         digit = key & DIGIT
@@ -201,7 +233,7 @@ def rank_sorted(sorted_values, order):
 @njit(cache=True)
 def scratch(n):
     """A row's scratch for :func:`rho_of_keys` of ``n`` values: (keys, count, spare, by_value)."""
-    return np.empty(n, np.uint32), np.empty((3, 2048), np.int32), np.empty(n, np.uint64), np.empty(n, np.uint64)
+    return np.empty(n, np.uint32), np.empty((3, COUNTERS[2]), np.int32), np.empty(n, np.uint64), np.empty(n, np.uint64)
 
 
 @njit(nogil=True, cache=True)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from analysis.cores import WORKERS, on_every_core
-from analysis.geometry.radix import chunk_keys, rank_sorted, rho_of_keys, rho_parts, scratch
+from analysis.geometry.radix import cosine_keys, rank_sorted, rho_of_keys, rho_parts, scratch
 
 GRAM_ROWS = 64  # rows of a Gram matrix made at a time: [64, <= T] float32 stays in a core's L2 cache
 TASK_VALUES = 2**20  # values sorted per task: a few rows of 10^5 pairs, most rows of 10^4
@@ -175,42 +175,23 @@ def pair_rows(flat: np.ndarray, block: int, tokens: int, order: np.ndarray | Non
     return PairRows(block, starts, (flat % block).astype(np.int32), order)
 
 
-def _cosine_keys(unit: np.ndarray, pairs: PairRows, keys: np.ndarray, count: np.ndarray) -> None:
-    """The radix keys of the cosines of ``unit`` ``[T, k]`` float32 (unit rows, tokens in blocks of ``pairs.block``)
-    at ``pairs`` into ``keys`` ``[n]``, counted into ``count`` (zeroed first), a chunk of a Gram matrix at a time: a
-    block of at most ``2 * GRAM_ROWS`` tokens (a preview's) whole, every block in one batched product; a larger one
-    ``GRAM_ROWS`` rows at a time from the diagonal on (``unit[a:a + 64] @ unit[a:].T``: half the multiplications)."""
-    block, starts = pairs.block, pairs.starts
-    count[:] = 0
-    if block <= 2 * GRAM_ROWS:
-        blocks = unit.reshape(-1, block, unit.shape[-1])
-        chunk_keys((blocks @ blocks.transpose(0, 2, 1)).reshape(-1, block), 0, starts, pairs.cols, keys, count)
-        return
-    for top in range(0, len(unit), block):
-        for a in range(0, block, GRAM_ROWS):
-            rows = slice(top + a, top + min(a + GRAM_ROWS, block))
-            if starts[rows.start] < starts[rows.stop]:
-                chunk_keys(unit[rows] @ unit[top + a:top + block].T, a, starts[rows.start:rows.stop + 1], pairs.cols,
-                           keys, count)
-
-
 def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: PairRows) -> torch.Tensor:
     """``[m]`` Spearman correlations with ``reference`` of each subspace's cosine similarities at ``pairs``:
     ``points`` ``[m, N, k]`` float32 (taken in ``pairs.order``, the tokens fall in blocks of ``pairs.block``). Each core
-    takes the next subspace, takes its points in that order and normalises them, makes their Gram matrices a chunk at
-    a time and turns each chunk's pairs into radix keys while the chunk is in its cache (:func:`_cosine_keys`), then
+    takes the next subspace and makes its keys in one compiled call (:func:`analysis.geometry.radix.cosine_keys`: its
+    points taken in that order and normalised, their Gram matrices made ``GRAM_ROWS`` rows at a time and keyed while
+    in the core's cache; no Python between the steps, so the cores do not wait for each other's interpreter), then
     ranks them. Equal to :func:`spearman_ranked` of the Gram matrices up to their float32 rounding (tested). BLAS calls
     on every core: call it under :func:`analysis.cores.one_blas_thread`."""
     m = len(points)
     numerators, norms = np.empty(m), np.empty(m)
+    order = np.arange(points.shape[1]) if pairs.order is None else np.asarray(pairs.order, np.int64)
     taken = itertools.count()  # the next subspace, to whichever core is free
 
     def work(_) -> None:
         keys, count, spare, by_value = scratch(len(pairs.cols))
         while (i := next(taken)) < m:
-            tokens = points[i] if pairs.order is None else points[i][pairs.order]
-            norm = np.sqrt(np.einsum("ij,ij->i", tokens, tokens))
-            _cosine_keys(tokens / np.maximum(norm, np.float32(1e-12))[:, None], pairs, keys, count)
+            cosine_keys(points[i], order, pairs.starts, pairs.cols, pairs.block, GRAM_ROWS, keys, count)
             numerators[i], norms[i] = rho_of_keys(keys, count, reference.flagged, reference.shift, spare, by_value)
 
     on_every_core(work, range(WORKERS))
