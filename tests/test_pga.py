@@ -8,7 +8,7 @@ from scipy.spatial.distance import pdist
 
 from analysis.errors import InputError
 from analysis.geometry import pga
-from analysis.geometry.ccr import fit_pca, remove_components
+from analysis.geometry.ccr import fit_pca, fit_pcas, remove_components
 from analysis.geometry.pga import PGASettings, null_bases, pga_sweep, sample_pairs
 from analysis.geometry.ranks import (
     centred_ranks,
@@ -294,13 +294,27 @@ def test_top_components_equal_the_full_eigendecomposition_both_ways(monkeypatch)
         states = torch.tensor(rng.standard_normal((n, 60)) * scales + 5)
         full = fit_pca(states)
         with monkeypatch.context() as patched:  # the top components come from the tridiagonal path, not eigh
-            patched.setattr(torch.linalg, "eigh", None)
+            patched.setattr(np.linalg, "eigh", None)
             top = fit_pca(states, 8)
         assert top.components.shape == (60, 8) and len(top.variances) == len(full.variances)
         torch.testing.assert_close(top.variances, full.variances, rtol=1e-9, atol=1e-12)
         torch.testing.assert_close((top.components * full.components[:, :8]).sum(0).abs(),
                                    torch.ones(8, dtype=torch.float64), rtol=0, atol=1e-9)
         assert top.components[0, 0].abs() > 0.99  # the planted top axis
+
+
+def test_layers_fitted_a_layer_per_core_equal_those_fitted_one_at_a_time():
+    rng = np.random.default_rng(5)
+    scales = np.geomspace(5, 0.1, 40)
+    scales[0] = 20  # a planted top axis, rolled to axis i in layer i
+    layers = [torch.tensor((rng.standard_normal((300, 40)) * np.roll(scales, i)).astype(np.float32)) for i in range(5)]
+    for i, (states, pca) in enumerate(zip(layers, fit_pcas(layers, 8), strict=True)):
+        alone = fit_pca(states, 8)
+        torch.testing.assert_close(pca.variances, alone.variances, rtol=1e-12, atol=0)
+        torch.testing.assert_close(pca.mean, alone.mean, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close((pca.components * alone.components).sum(0).abs(), torch.ones(8, dtype=torch.float64),
+                                   rtol=0, atol=1e-9)
+        assert pca.components[i, 0].abs() > 0.99  # each layer's own planted top axis
 
 
 @pytest.mark.parametrize("k", [8, 32, 40, 64])  # Cholesky QR up to d / 2, Householder QR above
@@ -389,6 +403,17 @@ def test_cached_pga_computes_each_layer_k_ccr_once(tmp_path):
     assert [(r.layer, r.k, r.ccr) for r in again][:4] == [(0, 4, 0), (0, 4, 1), (0, 8, 0), (0, 8, 1)]
 
 
+def count_fits(monkeypatch) -> list[int]:
+    """The number of rows of every PCA fitted from now on (a layer's, on any core, or a scored half's spectrum)."""
+    from analysis.geometry import ccr
+    from analysis.geometry import pga as engine
+
+    fits = []
+    monkeypatch.setattr(ccr, "fit_pca", lambda x, top=None: fits.append(len(x)) or fit_pca(x, top))
+    monkeypatch.setattr(engine, "fit_pca", ccr.fit_pca)
+    return fits
+
+
 @pytest.mark.parametrize("ccr_fit", ["same", "half"])
 def test_remembered_pcas_are_the_ones_a_sweep_uses(monkeypatch, ccr_fit):
     from analysis.geometry import pga as engine
@@ -397,9 +422,8 @@ def test_remembered_pcas_are_the_ones_a_sweep_uses(monkeypatch, ccr_fit):
     layers = np.stack([states, states * 2 + 1, states[::-1].copy()])
     settings = PGASettings(ks=(8,), ccrs=(1,), n_null=5, n_bootstrap=10, ccr_fit=ccr_fit, seed=4)
     cold = pga_sweep(layers, readout_basis(w_u), settings, memory=EngineMemory())
-    memory, fits = EngineMemory(), []
-    monkeypatch.setattr(engine, "fit_pca", lambda x, top=None: fits.append(len(x)) or fit_pca(x, top))
-    stored = [engine.fit_layer_pca(layers, layer, settings, memory=memory) for layer in range(3)]
+    memory, fits = EngineMemory(), count_fits(monkeypatch)
+    stored = engine.fit_layer_pcas(layers, [0, 1, 2], settings, memory=memory)
     assert len(fits) == 3 and memory.count("pca") == 3
     warm = pga_sweep(layers, readout_basis(w_u), settings, memory=memory)
     assert len(fits) == (3 if ccr_fit == "same" else 6)  # no PCA refitted ("half": each layer's scored rows' spectrum)
@@ -435,7 +459,6 @@ def test_states_named_by_the_caller_are_hashed_once_per_layer(monkeypatch, ccr_f
 
 
 def test_a_restarted_process_reads_the_layers_pcas_from_the_disk_cache(tmp_path, monkeypatch):
-    from analysis.geometry import pga as engine
     from analysis.runs import pipeline
 
     states, w_u = planted_readout(n=90, seed=12)
@@ -443,8 +466,7 @@ def test_a_restarted_process_reads_the_layers_pcas_from_the_disk_cache(tmp_path,
     basis, settings = readout_basis(w_u), PGASettings(ks=(8,), ccrs=(2,), n_null=5, n_bootstrap=10)
     first = cached_pga(layers, {"id": "restart"}, basis, {"id": "w"}, settings, [0, 1], cache=ResultCache(tmp_path),
                        memory=EngineMemory())
-    fits = []
-    monkeypatch.setattr(engine, "fit_pca", lambda x, top=None: fits.append(len(x)) or fit_pca(x, top))
+    fits = count_fits(monkeypatch)
     other = PGASettings(ks=(4,), ccrs=(2,), n_null=5, n_bootstrap=10)  # a new k: computed, on stored PCAs
     again = cached_pga(layers, {"id": "restart"}, basis, {"id": "w"}, other, [0, 1], cache=ResultCache(tmp_path),
                        memory=EngineMemory())

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from scipy.linalg import lapack
 
-from analysis.cores import one_blas_thread
+from analysis.cores import on_every_core, one_blas_thread
 
 
 @dataclass(frozen=True)
@@ -25,26 +25,28 @@ class PCA:
     variances: torch.Tensor
 
 
-def _top_eigh(matrix: torch.Tensor, top: int | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every eigenvalue ``[n]`` of a symmetric float64 ``matrix`` ``[n, n]``, descending, and the eigenvectors
-    ``[n, r]`` of the top ``r = top`` (all when None).
+def _top_eigh(matrix, top: int | None):
+    """Every eigenvalue ``[n]`` of a symmetric float64 ``matrix`` ``[n, n]`` (numpy on the CPU, else torch), descending,
+    and the eigenvectors ``[n, r]`` of the top ``r = top`` (all when None), of the matrix's type.
 
     On the CPU, for a few of many: LAPACK's tridiagonal reduction once (``dsytrd``), every eigenvalue from it
     (``dsterf``), the top r vectors of the tridiagonal matrix by MRRR (``dstemr``), turned back by the reduction's
     reflectors (``dormqr``, which is ``dormtr`` for a lower reduction): what ``eigh`` does minus its n - r vectors
-    and their back-transform, 27 ms on one core against eigh's 36-46 ms on two at n = 512 (AVX2). Elsewhere (or
-    should LAPACK fail) ``eigh``."""
-    n = len(matrix)
-    if top is not None and top < n // 2 and matrix.device.type == "cpu":
-        with one_blas_thread():
-            found = _lapack_top(matrix.numpy(), top)
-        if found is not None:
-            return found
+    and their back-transform, 27 ms on one core against eigh's 36-46 ms on two at n = 512 (AVX2). Else (or should
+    LAPACK fail) ``eigh``."""
+    if isinstance(matrix, np.ndarray):
+        if top is not None and top < len(matrix) // 2:
+            with one_blas_thread():
+                found = _lapack_top(matrix, top)
+            if found is not None:
+                return found
+        values, vectors = np.linalg.eigh(matrix)
+        return values[::-1], vectors[:, ::-1][:, :top]
     values, vectors = torch.linalg.eigh(matrix)
     return values.flip(0), vectors.flip(1)[:, :top]
 
 
-def _lapack_top(a: np.ndarray, top: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+def _lapack_top(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`_top_eigh` on the CPU by LAPACK's tridiagonal route; None should a routine report a failure."""
     n = len(a)
     reflectors, d, e, tau, info = lapack.dsytrd(a, lower=1, lwork=int(lapack.dsytrd_lwork(n, lower=1)[0]))
@@ -54,14 +56,16 @@ def _lapack_top(a: np.ndarray, top: int) -> tuple[torch.Tensor, torch.Tensor] | 
         return None
     vectors = vectors[:, :top]
     vectors[1:], _, info = lapack.dormqr("L", "N", reflectors[1:, :n - 1], tau, vectors[1:], lwork=64 * top + 65 * 64)
-    return None if info else (torch.from_numpy(values[::-1].copy()), torch.from_numpy(vectors[:, ::-1].copy()))
+    return None if info else (values[::-1], vectors[:, ::-1])
 
 
 def fit_pca(states: torch.Tensor, top: int | None = None) -> PCA:
     """PCA of ``states`` ``[N, d]`` via the smaller of the ``[d, d]`` and ``[N, N]`` eigenproblems: every variance and
-    the top ``top`` components (all when None)."""
-    x = states.to(torch.float64)
-    mean = x.mean(dim=0)
+    the top ``top`` components (all when None). On the CPU in numpy, which uses no torch threads: so that
+    :func:`fit_pcas` can fit a layer on each core at once."""
+    on_cpu = states.device.type == "cpu" and states.dtype in (torch.float32, torch.float64)
+    x = states.numpy().astype(np.float64) if on_cpu else states.to(torch.float64)
+    mean = x.mean(0)
     centred = x - mean
     n, d = centred.shape
     if d <= n:
@@ -70,8 +74,18 @@ def fit_pca(states: torch.Tensor, top: int | None = None) -> PCA:
         values, dual = _top_eigh(centred @ centred.T, top)
         values = values[values > values[0] * 1e-12]
         dual = dual[:, :len(values)]
-        vectors = centred.T @ dual / values[:dual.shape[1]].sqrt()
-    return PCA(mean, vectors, values.clamp(min=0) / max(n - 1, 1))
+        vectors = centred.T @ dual / values[:dual.shape[1]] ** 0.5
+    variances = (values + abs(values)) / (2 * max(n - 1, 1))  # negative rounding to 0
+    return PCA(*(torch.as_tensor(np.ascontiguousarray(a) if on_cpu else a) for a in (mean, vectors, variances)))
+
+
+def fit_pcas(states: list[torch.Tensor], top: int) -> list[PCA]:
+    """``[fit_pca(s, top) for s in states]``; on the CPU a layer per core at once. LAPACK's tridiagonal reduction,
+    most of a PCA, does not go faster on two threads (BLAS-2, bound by memory), but two reductions on two cores do."""
+    if len(states) < 2 or states[0].device.type != "cpu":
+        return [fit_pca(s, top) for s in states]
+    with one_blas_thread():
+        return on_every_core(lambda s: fit_pca(s, top), states)
 
 
 def remove_components(states: torch.Tensor, pca: PCA, c: int) -> torch.Tensor:

@@ -38,9 +38,9 @@ from functools import cached_property, partial
 import numpy as np
 import torch
 
-from analysis.cores import on_every_core, one_blas_thread
+from analysis.cores import WORKERS, on_every_core, one_blas_thread
 from analysis.errors import InputError, require
-from analysis.geometry.ccr import PCA, fit_pca, project_out
+from analysis.geometry.ccr import PCA, fit_pca, fit_pcas, project_out
 from analysis.geometry.ranks import (
     PairRows,
     RankedReference,
@@ -474,13 +474,21 @@ def layer_pca(states: torch.Tensor, needed: int, memory: EngineMemory | None = N
     """``fit_pca(states)`` with at least ``needed`` components, remembered in ``memory`` (the top
     ``max(needed, 32)`` components, every variance) by the states' bytes and device (``key``: their
     :func:`_pca_key`, when the caller has it)."""
+    return layer_pcas([states], needed, memory, [key])[0]
+
+
+def layer_pcas(rows: list[torch.Tensor], needed: int, memory: EngineMemory | None = None,
+               keys: list[tuple | None] | None = None) -> list[PCA]:
+    """:func:`layer_pca` of each layer's ``rows``, those not remembered fitted a layer per core
+    (:func:`analysis.geometry.ccr.fit_pcas`)."""
     memory = memory or default_memory()
-    key = key or _pca_key(states)
-    pca = memory.get("pca", key)
-    if pca is not None and pca.components.shape[1] >= min(needed, pca.variances.numel()):
-        return pca
-    fitted = fit_pca(states, max(needed, PCA_KEPT))
-    return memory.put("pca", key, PCA(fitted.mean, fitted.components.contiguous(), fitted.variances))
+    keys = [key or _pca_key(states) for states, key in zip(rows, keys or [None] * len(rows), strict=True)]
+    found = [memory.get("pca", key) for key in keys]
+    missing = [i for i, pca in enumerate(found)
+               if pca is None or pca.components.shape[1] < min(needed, pca.variances.numel())]
+    for i, fitted in zip(missing, fit_pcas([rows[i] for i in missing], max(needed, PCA_KEPT)), strict=True):
+        found[i] = memory.put("pca", keys[i], PCA(fitted.mean, fitted.components.contiguous(), fitted.variances))
+    return found
 
 
 @storable
@@ -496,19 +504,21 @@ class FittedPCA:
     variances: np.ndarray
 
 
-def fit_layer_pca(states: np.ndarray, layer: int, settings: PGASettings, device: str = "auto",
-                  memory: EngineMemory | None = None) -> FittedPCA:
-    """Layer ``layer``'s PCA of ``states`` ``[L, N, d]`` (the rows :func:`pga_sweep` fits on), remembered in
+def fit_layer_pcas(states: np.ndarray, layers: list[int], settings: PGASettings, device: str = "auto",
+                   memory: EngineMemory | None = None) -> list[FittedPCA]:
+    """Each of ``layers``' PCA of ``states`` ``[L, N, d]`` (the rows :func:`pga_sweep` fits on), remembered in
     ``memory`` as the sweep would (so the next sweep or preview of these states starts warm: the PCA is ~40 %
-    of a preview's time), as arrays to store."""
-    rows = _fit_rows(states, layer, settings, device)
-    pca = layer_pca(rows, max(PCA_KEPT, settings.n_pcs, *settings.ccrs), memory)
-    return FittedPCA(_pca_key(rows)[0].hex(), *(t.cpu().numpy() for t in (pca.mean, pca.components, pca.variances)))
+    of a preview's time), as arrays to store; fitted a layer per core (:func:`layer_pcas`)."""
+    rows = [_fit_rows(states, layer, settings, device) for layer in layers]
+    keys = [_pca_key(fitted) for fitted in rows]
+    pcas = layer_pcas(rows, max(PCA_KEPT, settings.n_pcs, *settings.ccrs), memory, keys)
+    return [FittedPCA(key[0].hex(), *(t.cpu().numpy() for t in (pca.mean, pca.components, pca.variances)))
+            for key, pca in zip(keys, pcas, strict=True)]
 
 
 def remember_fitted(states: np.ndarray, layer: int, settings: PGASettings, fitted: FittedPCA,
                     device: str = "auto", memory: EngineMemory | None = None) -> bool:
-    """Put a stored PCA (:func:`fit_layer_pca` of these states, layer and settings) into ``memory`` as
+    """Put a stored PCA (:func:`fit_layer_pcas` of these states, layer and settings) into ``memory`` as
     :func:`layer_pca` would; False, and nothing remembered, when the rows are not the ones it was fitted on."""
     rows = _fit_rows(states, layer, settings, device)
     key = _pca_key(rows)
@@ -567,6 +577,27 @@ def _split(n: int, how: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[: n // 2]), np.sort(order[n // 2:])
 
 
+def _fit_layers(states: np.ndarray, layers: list[int], fit_rows: np.ndarray, device: torch.device, needed: int,
+                memory: EngineMemory, key: Callable[[int, torch.Tensor], tuple],
+                pause: Callable[[], None] | None) -> dict[int, tuple]:
+    """Each layer's PCA of its ``fit_rows`` in ``memory`` (:func:`layer_pcas`), and the layers' keys (``key(layer,
+    rows)``). On the CPU a layer per core, ``pause`` between the groups: LAPACK's tridiagonal reduction, most of a PCA,
+    runs on one core, so one layer at a time would leave the others idle."""
+    group_size = WORKERS if device.type == "cpu" else len(layers)
+    keys = {}
+    for first in range(0, len(layers), group_size):
+        if first and pause is not None:
+            pause()
+        group = layers[first:first + group_size]
+        rows = [torch.as_tensor(states[layer], device=device)[fit_rows] for layer in group]
+        keys.update({layer: key(layer, fitted) for layer, fitted in zip(group, rows, strict=True)})
+        try:
+            layer_pcas(rows, needed, memory, [keys[layer] for layer in group])
+        except torch.OutOfMemoryError:
+            raise InputError(f"Out of memory at layer {group[0]}: lower N or use the CPU.") from None
+    return keys
+
+
 def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
               layers: list[int] | None = None, device: str = "auto",
               progress: Progress | None = None, pause: Callable[[], None] | None = None,
@@ -617,18 +648,18 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     same_rows = settings.ccr_fit == "same"
     split = (settings.ccr_fit, None if same_rows else settings.seed)  # which rows are fitted and which scored
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
+    needed = max(settings.n_pcs, *settings.ccrs)
+    fit_keys = _fit_layers(states, [layer % n_layers for layer in layers], fit_rows, torch_device, needed, memory,
+                           lambda i, fitted: _rows_key(fitted, memory, states_key, (i, "fitted", *split)), pause)
     for number, layer in enumerate(layers):
         if number and pause is not None:
             pause()
         layer = layer % n_layers
         x = torch.as_tensor(states[layer], device=torch_device)
         fitted, scored = (x, x) if same_rows else (x[fit_rows], x[score_rows])
-        fit_key = _rows_key(fitted, memory, states_key, (layer, "fitted", *split))
+        fit_key = fit_keys[layer]
         scored_key = fit_key if same_rows else _rows_key(scored, memory, states_key, (layer, "scored", *split))
-        try:
-            pca = layer_pca(fitted, max(settings.n_pcs, *settings.ccrs), memory, fit_key)
-        except torch.OutOfMemoryError:
-            raise InputError(f"Out of memory at layer {layer}: lower N or use the CPU.") from None
+        pca = layer_pca(fitted, needed, memory, fit_key)
         centred_cov_trace = float(pca.variances.sum())
         centred = scored.to(torch.float64) - pca.mean
         centred32 = centred.float()

@@ -29,13 +29,14 @@ from analysis.capacity.epsilon import (
     paired_cosines,
     rows_histogram,
 )
+from analysis.cores import WORKERS
 from analysis.geometry.pga import (
     PCA_KEPT,
     FittedPCA,
     LayerPGA,
     PGASettings,
     check_layers,
-    fit_layer_pca,
+    fit_layer_pcas,
     pga_sweep,
     remember_fitted,
 )
@@ -109,8 +110,8 @@ def ready_pcas(states: np.ndarray, states_spec: dict, settings: PGASettings, lay
     meanwhile: two processes may fit the same PCA, never wait for each other."""
     cache, memory = cache or default_cache(), memory or default_memory()
     layers = list(range(len(states))) if layers is None else [layer % len(states) for layer in layers]
-    for done, layer in enumerate(layers):
-        report(progress, "Preparing layers", done, len(layers))
+    missing = []  # (layer, spec, key) of the layers neither remembered nor stored
+    for layer in layers:
         spec = {"states": states_spec, "layer": layer, "ccr_fit": settings.ccr_fit, "kept": PCA_KEPT,
                 "seed": settings.seed if settings.ccr_fit == "half" else None}
         key = spec_key("layer-pca", PCA_VERSION, spec)
@@ -118,11 +119,19 @@ def ready_pcas(states: np.ndarray, states_spec: dict, settings: PGASettings, lay
             continue
         hit = cache.get("layer-pca", PCA_VERSION, spec, FittedPCA)
         if hit is None or not remember_fitted(states, layer, settings, hit.value, device, memory):
-            with slot():
-                fitted = fit_layer_pca(states, layer, settings, device, memory)
-            cache.put("layer-pca", PCA_VERSION, spec, fitted)
-        memory.put("pca ready", key, True)
-    report(progress, "Preparing layers", len(layers), len(layers))
+            missing.append((layer, spec, key))
+        else:
+            memory.put("pca ready", key, True)
+    for first in range(0, len(missing), WORKERS):  # a layer per core, each group inside the slot
+        report(progress, "Preparing layers", first, len(missing))
+        group = missing[first:first + WORKERS]
+        with slot():
+            fitted = fit_layer_pcas(states, [layer for layer, _, _ in group], settings, device, memory)
+        for (_, spec, key), pca in zip(group, fitted, strict=True):
+            cache.put("layer-pca", PCA_VERSION, spec, pca)
+            memory.put("pca ready", key, True)
+    if missing:
+        report(progress, "Preparing layers", len(missing), len(missing))
 
 
 def _stored_pga(cache: ResultCache, spec: Callable[[int, int, int], dict], layer: int, settings: PGASettings,
