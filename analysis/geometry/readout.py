@@ -55,11 +55,14 @@ def readout_basis(w_u: np.ndarray | torch.Tensor, block_rows: int = 8192,
             f"The unembedding must be a [V, d] matrix with V >= 1; got shape {tuple(w_u.shape)}.")
     require(bool(torch.isfinite(w_u).all()), "The unembedding holds NaN or Inf values.")
     d = w_u.shape[1]
-    gram = torch.zeros(d, d, dtype=torch.float64, device=device)
+    on_cpu = torch.device(device).type == "cpu"
+    gram = np.zeros((d, d)) if on_cpu else torch.zeros(d, d, dtype=torch.float64, device=device)
     for start in range(0, w_u.shape[0], block_rows):
         block = w_u[start:start + block_rows].to(device=device, dtype=torch.float64)
+        if on_cpu:  # numpy's B^T B is a symmetric rank-k update: half the multiplications of torch's product
+            block = block.numpy()
         gram += block.T @ block
-    eigenvalues, eigenvectors = torch.linalg.eigh(gram)
+    eigenvalues, eigenvectors = torch.linalg.eigh(torch.as_tensor(gram))
     order = torch.argsort(eigenvalues, descending=True)
     singular = eigenvalues[order].clamp(min=0).sqrt()
     return ReadoutBasis(eigenvectors[:, order].cpu().numpy(), singular.cpu().numpy())
