@@ -19,6 +19,7 @@ import json
 import math
 import re
 from dataclasses import asdict, dataclass
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -37,7 +38,7 @@ class Corpus:
     name: str
     text: str
 
-    @property
+    @cached_property
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
@@ -90,6 +91,7 @@ class TokenSample:
         return self.windows[self.rows, self.cols]
 
 
+@cache
 def builtin_corpus() -> Corpus:
     """Python's help topics (``pydoc_data.topics``), in a fixed order."""
     from pydoc_data.topics import topics

@@ -530,8 +530,8 @@ def remember_fitted(states: np.ndarray, layer: int, settings: PGASettings, fitte
 
 
 def _fit_rows(states: np.ndarray, layer: int, settings: PGASettings, device: str) -> torch.Tensor:
-    fit_rows, _ = _split(states.shape[1], settings.ccr_fit, settings.seed)
-    return torch.as_tensor(states[layer], device=pick_device(device))[fit_rows]
+    x = torch.as_tensor(states[layer], device=pick_device(device))
+    return x if settings.ccr_fit == "same" else x[_split(states.shape[1], settings.ccr_fit, settings.seed)[0]]
 
 
 def _zscore(rho: float, null: np.ndarray) -> np.ndarray:
@@ -577,19 +577,20 @@ def _split(n: int, how: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(order[: n // 2]), np.sort(order[n // 2:])
 
 
-def _fit_layers(states: np.ndarray, layers: list[int], fit_rows: np.ndarray, device: torch.device, needed: int,
+def _fit_layers(states: np.ndarray, layers: list[int], fit_rows: np.ndarray | None, device: torch.device, needed: int,
                 memory: EngineMemory, key: Callable[[int, torch.Tensor], tuple],
                 pause: Callable[[], None] | None) -> dict[int, tuple]:
-    """Each layer's PCA of its ``fit_rows`` in ``memory`` (:func:`layer_pcas`), and the layers' keys (``key(layer,
-    rows)``). On the CPU a layer per core, ``pause`` between the groups: LAPACK's tridiagonal reduction, most of a PCA,
-    runs on one core, so one layer at a time would leave the others idle."""
+    """Each layer's PCA of its ``fit_rows`` (None: all, not copied) in ``memory`` (:func:`layer_pcas`), and the
+    layers' keys (``key(layer, rows)``). On the CPU a layer per core, ``pause`` between the groups: LAPACK's
+    tridiagonal reduction, most of a PCA, runs on one core, so one layer at a time would leave the others idle."""
     group_size = WORKERS if device.type == "cpu" else len(layers)
     keys = {}
     for first in range(0, len(layers), group_size):
         if first and pause is not None:
             pause()
         group = layers[first:first + group_size]
-        rows = [torch.as_tensor(states[layer], device=device)[fit_rows] for layer in group]
+        rows = [torch.as_tensor(states[layer], device=device) for layer in group]
+        rows = rows if fit_rows is None else [x[fit_rows] for x in rows]
         keys.update({layer: key(layer, fitted) for layer, fitted in zip(group, rows, strict=True)})
         try:
             layer_pcas(rows, needed, memory, [keys[layer] for layer in group])
@@ -649,7 +650,8 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     split = (settings.ccr_fit, None if same_rows else settings.seed)  # which rows are fitted and which scored
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
     needed = max(settings.n_pcs, *settings.ccrs)
-    fit_keys = _fit_layers(states, [layer % n_layers for layer in layers], fit_rows, torch_device, needed, memory,
+    fit_keys = _fit_layers(states, [layer % n_layers for layer in layers], None if same_rows else fit_rows,
+                           torch_device, needed, memory,
                            lambda i, fitted: _rows_key(fitted, memory, states_key, (i, "fitted", *split)), pause)
     for number, layer in enumerate(layers):
         if number and pause is not None:
