@@ -12,7 +12,7 @@ import torch
 
 from analysis.data.corpus import Sampling, builtin_corpus
 from analysis.geometry.ccr import remove_components
-from analysis.geometry.pga import _preview_projection, _project, layer_pca, null_bases, pga_sweep
+from analysis.geometry.pga import _preview_projection, _project, layer_pcas, null_bases, pga_sweep
 from analysis.geometry.ranks import ranked_reference
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
@@ -98,7 +98,7 @@ def test_ccr_and_k_moves_preview_from_the_remembered_ccr_0_projection_as_from_th
     cold = pga_sweep(layers, other, preview_settings(settings), memory=EngineMemory(limit_bytes=1))
     assert [w.rho_readout for w in warm] == pytest.approx([c.rho_readout for c in cold], abs=1e-5)
     x = torch.as_tensor(states, dtype=torch.float32)
-    pca, bases = layer_pca(x, 4), torch.as_tensor(null_bases(48, 8, 3, 0), dtype=torch.float32)
+    pca, bases = layer_pcas([x], 4)[0], torch.as_tensor(null_bases(48, 8, 3, 0), dtype=torch.float32)
     for c in (0, 1, 4):
         direct = _project(remove_components(x, pca, c).float(), bases)
         updated = _preview_projection((x.double() - pca.mean).float(), None, pca, c, bases, None, EngineMemory(), None)

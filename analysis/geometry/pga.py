@@ -470,16 +470,11 @@ def _rows_key(rows: torch.Tensor, memory: EngineMemory, states_key: str | None, 
     return memory.remember("rows key", (states_key, *which, str(rows.device)), lambda: _pca_key(rows))
 
 
-def layer_pca(states: torch.Tensor, needed: int, memory: EngineMemory | None = None, key: tuple | None = None) -> PCA:
-    """``fit_pca(states)`` with at least ``needed`` components, remembered in ``memory`` (the top
-    ``max(needed, 32)`` components, every variance) by the states' bytes and device (``key``: their
-    :func:`_pca_key`, when the caller has it)."""
-    return layer_pcas([states], needed, memory, [key])[0]
-
-
 def layer_pcas(rows: list[torch.Tensor], needed: int, memory: EngineMemory | None = None,
                keys: list[tuple | None] | None = None) -> list[PCA]:
-    """:func:`layer_pca` of each layer's ``rows``, those not remembered fitted a layer per core
+    """``fit_pca`` of each layer's ``rows`` with at least ``needed`` components, remembered in ``memory`` (the top
+    ``max(needed, 32)`` components, every variance) by the rows' bytes and device (``keys``: their :func:`_pca_key`,
+    when the caller has them); those not remembered are fitted a layer per core
     (:func:`analysis.geometry.ccr.fit_pcas`)."""
     memory = memory or default_memory()
     keys = [key or _pca_key(states) for states, key in zip(rows, keys or [None] * len(rows), strict=True)]
@@ -519,7 +514,7 @@ def fit_layer_pcas(states: np.ndarray, layers: list[int], settings: PGASettings,
 def remember_fitted(states: np.ndarray, layer: int, settings: PGASettings, fitted: FittedPCA,
                     device: str = "auto", memory: EngineMemory | None = None) -> bool:
     """Put a stored PCA (:func:`fit_layer_pcas` of these states, layer and settings) into ``memory`` as
-    :func:`layer_pca` would; False, and nothing remembered, when the rows are not the ones it was fitted on."""
+    :func:`layer_pcas` would; False, and nothing remembered, when the rows are not the ones it was fitted on."""
     rows = _fit_rows(states, layer, settings, device)
     key = _pca_key(rows)
     if key[0].hex() != fitted.digest:
@@ -579,24 +574,25 @@ def _split(n: int, how: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _fit_layers(states: np.ndarray, layers: list[int], fit_rows: np.ndarray | None, device: torch.device, needed: int,
                 memory: EngineMemory, key: Callable[[int, torch.Tensor], tuple],
-                pause: Callable[[], None] | None) -> dict[int, tuple]:
-    """Each layer's PCA of its ``fit_rows`` (None: all, not copied) in ``memory`` (:func:`layer_pcas`), and the
-    layers' keys (``key(layer, rows)``). On the CPU a layer per core, ``pause`` between the groups: LAPACK's
+                pause: Callable[[], None] | None) -> dict[int, tuple[tuple, PCA]]:
+    """Each layer's key (``key(layer, rows)``) and PCA of its ``fit_rows`` (None: all, not copied), remembered in
+    ``memory`` (:func:`layer_pcas`). On the CPU a layer per core, ``pause`` between the groups: LAPACK's
     tridiagonal reduction, most of a PCA, runs on one core, so one layer at a time would leave the others idle."""
     group_size = WORKERS if device.type == "cpu" else len(layers)
-    keys = {}
+    fitted = {}
     for first in range(0, len(layers), group_size):
         if first and pause is not None:
             pause()
         group = layers[first:first + group_size]
         rows = [torch.as_tensor(states[layer], device=device) for layer in group]
         rows = rows if fit_rows is None else [x[fit_rows] for x in rows]
-        keys.update({layer: key(layer, fitted) for layer, fitted in zip(group, rows, strict=True)})
+        keys = [key(layer, x) for layer, x in zip(group, rows, strict=True)]
         try:
-            layer_pcas(rows, needed, memory, [keys[layer] for layer in group])
+            pcas = layer_pcas(rows, needed, memory, keys)
         except torch.OutOfMemoryError:
             raise InputError(f"Out of memory at layer {group[0]}: lower N or use the CPU.") from None
-    return keys
+        fitted.update(zip(group, zip(keys, pcas, strict=True), strict=True))
+    return fitted
 
 
 def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
@@ -650,7 +646,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     split = (settings.ccr_fit, None if same_rows else settings.seed)  # which rows are fitted and which scored
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
     needed = max(settings.n_pcs, *settings.ccrs)
-    fit_keys = _fit_layers(states, [layer % n_layers for layer in layers], None if same_rows else fit_rows,
+    fitted_layers = _fit_layers(states, [layer % n_layers for layer in layers], None if same_rows else fit_rows,
                            torch_device, needed, memory,
                            lambda i, fitted: _rows_key(fitted, memory, states_key, (i, "fitted", *split)), pause)
     for number, layer in enumerate(layers):
@@ -659,9 +655,8 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         layer = layer % n_layers
         x = torch.as_tensor(states[layer], device=torch_device)
         fitted, scored = (x, x) if same_rows else (x[fit_rows], x[score_rows])
-        fit_key = fit_keys[layer]
+        fit_key, pca = fitted_layers[layer]
         scored_key = fit_key if same_rows else _rows_key(scored, memory, states_key, (layer, "scored", *split))
-        pca = layer_pca(fitted, needed, memory, fit_key)
         centred_cov_trace = float(pca.variances.sum())
         centred = scored.to(torch.float64) - pca.mean
         centred32 = centred.float()
