@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=512)
     parser.add_argument("--device", default="auto")
     args = parser.parse_args()
-    print(cpu_description())  # run as on an AVX2 laptop: ATEN_CPU_CAPABILITY=avx2 RG_NATIVE_BF16=0
+    print(cpu_description())  # as on an AVX2 laptop: python bench/laptop.py bench/<this script>
     model = args.model
     if args.shape:
         model = str(Path(tempfile.mkdtemp()) / args.shape)

@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=8)
     args = parser.parse_args()
-    print(cpu_description())  # run as on an AVX2 laptop: ATEN_CPU_CAPABILITY=avx2 RG_NATIVE_BF16=0
+    print(cpu_description())  # as on an AVX2 laptop: python bench/laptop.py bench/<this script>
     ref = resolve(args.model)
     plain = load(ref, device=args.device, dtype="float32")
     default = load(ref, device=args.device, dtype="auto")

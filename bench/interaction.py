@@ -127,7 +127,7 @@ def main() -> None:
     parser.add_argument("--fetch", action="store_true", help="start with no model fetched either (first fetch)")
     parser.add_argument("--shape", help="a random model of this Pythia shape (bench/gpu.py's SHAPES), saved first")
     args = parser.parse_args()
-    print(cpu_description())  # the server inherits ATEN_CPU_CAPABILITY and RG_NATIVE_BF16 (AVX2 laptop: avx2, 0)
+    print(cpu_description())  # the server inherits bench/laptop.py's settings
     cache = Path(tempfile.mkdtemp(prefix="rg-interaction-"))
     if args.shape:  # inside the cache folder: the only root the app may open
         from gpu import build_model

@@ -93,7 +93,7 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--skip-reference", action="store_true")
     args = parser.parse_args()
-    print(cpu_description())  # run as on an AVX2 laptop: ATEN_CPU_CAPABILITY=avx2 RG_NATIVE_BF16=0
+    print(cpu_description())  # as on an AVX2 laptop: python bench/laptop.py bench/<this script>
     layers = [planted_readout(args.n, args.d, args.k, vocab=2000, noise=1.0, seed=s) for s in range(args.layers)]
     states = np.stack([h for h, _ in layers])
     basis = readout_basis(layers[0][1])

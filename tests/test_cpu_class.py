@@ -1,12 +1,18 @@
 """The choices that depend on the CPU (the ``auto`` dtype, the preview's projection), both ways: with bfloat16
 arithmetic and without it, and with the project's setting that turns the native-bfloat16 choice off."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from analysis.models import devices
 from analysis.models.devices import NATIVE_BF16_SETTING, cpu_description, pick_dtype
 from analysis.runs.settings import pga_settings, preview_settings
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize("flags, setting, native", [
@@ -31,3 +37,15 @@ def test_the_cpu_dependent_choices_follow_the_cpu_and_the_setting(flags, setting
 def test_the_flags_are_read_from_the_flags_line():
     flags = devices.cpu_flags()
     assert not flags or ("fpu" in flags and not any(" " in flag for flag in flags))
+
+
+@pytest.mark.skipif("avx2" not in devices.cpu_flags(), reason="the laptop class is an x86 CPU with AVX2")
+def test_the_laptop_launcher_holds_every_library_to_avx2():
+    """``bench/laptop.py`` runs its script in a process where torch, MKL, oneDNN, OpenBLAS and numba all run AVX2
+    kernels and bfloat16 is not chosen; each setting is read as its library loads, so only a new process shows it."""
+    script = ("import analysis, numpy, torch; from analysis.models.devices import cpu_description; "
+              "print(cpu_description())")
+    shown = subprocess.run([sys.executable, str(ROOT / "bench" / "laptop.py"), "-c", script], capture_output=True,
+                           text=True, check=True, cwd=ROOT).stdout
+    assert "kernels: torch AVX2, MKL AVX2, oneDNN AVX2, OpenBLAS Haswell, numba haswell;" in shown
+    assert "native bfloat16 choice: off (RG_NATIVE_BF16=0)" in shown

@@ -38,20 +38,32 @@ def cpu_flags() -> set[str]:
 
 def cpu_has_native_bf16() -> bool:
     """True on CPUs with bfloat16 arithmetic (AVX512-BF16 or AMX), unless ``RG_NATIVE_BF16=0`` turns the choice
-    off. It decides the CPU's ``auto`` dtype and the preview's projection, so with ``RG_NATIVE_BF16=0`` and torch's
-    ``ATEN_CPU_CAPABILITY=avx2`` a machine runs as a laptop with AVX2 and no bfloat16 would."""
+    off. It decides the CPU's ``auto`` dtype and the preview's projection (``bench/laptop.py`` sets it, with every
+    library's kernels held to AVX2, to run as a laptop with AVX2 and no bfloat16 would)."""
     if os.environ.get(NATIVE_BF16_SETTING, "").strip().lower() in ("0", "false", "no", "off"):
         return False
     return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
 
 
 def cpu_description() -> str:
-    """One line for benchmarks: the CPU flags that matter, torch's CPU kernels, and the bfloat16 choice."""
+    """One line for benchmarks: the CPU flags that matter, the kernels each library runs (torch's own, its matrix
+    products through MKL and oneDNN, numpy's through OpenBLAS, numba's compiled code; ``bench/laptop.py`` holds them
+    all to AVX2), and the bfloat16 choice."""
+    import threadpoolctl
+    from llvmlite import binding
+    from numba.core import config
+
     flags = cpu_flags()
     present = " ".join(flag for flag in REPORTED_FLAGS if flag in flags) or "none of " + ", ".join(REPORTED_FLAGS)
+    openblas = {info.get("architecture") for info in threadpoolctl.threadpool_info()
+                if info["internal_api"] == "openblas"}
+    kernels = [f"torch {torch.backends.cpu.get_cpu_capability()}",
+               f"MKL {os.environ.get('MKL_ENABLE_INSTRUCTIONS', 'best')}",
+               f"oneDNN {os.environ.get('ONEDNN_MAX_CPU_ISA', 'best')}",
+               f"OpenBLAS {'/'.join(sorted(map(str, openblas))) or 'not loaded'}",
+               f"numba {config.CPU_NAME or binding.get_host_cpu_name()}"]
     setting = os.environ.get(NATIVE_BF16_SETTING, "unset")
-    return (f"CPU flags: {present}; torch CPU kernels: {torch.backends.cpu.get_cpu_capability()} "
-            f"(ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')}); native bfloat16 choice: "
+    return (f"CPU flags: {present}; kernels: {', '.join(kernels)}; native bfloat16 choice: "
             f"{'on' if cpu_has_native_bf16() else 'off'} ({NATIVE_BF16_SETTING}={setting})")
 
 
