@@ -1,6 +1,7 @@
 """The choices that depend on the CPU (the ``auto`` dtype, the preview's projection), both ways: with bfloat16
 arithmetic and without it, and with the project's setting that turns the native-bfloat16 choice off."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +50,17 @@ def test_the_laptop_launcher_holds_every_library_to_avx2():
                            text=True, check=True, cwd=ROOT).stdout
     assert "kernels: torch AVX2, MKL AVX2, oneDNN AVX2, OpenBLAS Haswell, numba haswell;" in shown
     assert "native bfloat16 choice: off (RG_NATIVE_BF16=0)" in shown
+
+
+@pytest.mark.parametrize("given, threads", [(None, 1), ("2", 2)])
+def test_numpy_blas_runs_one_thread_unless_the_user_says(given, threads):
+    """The library, imported first, keeps OpenBLAS to one thread (its idle thread spun beside the engine's own work on
+    every core); a value the user sets wins. Read as OpenBLAS loads: a new process."""
+    script = ("import analysis, numpy, threadpoolctl; print(sorted({i['num_threads'] "
+              "for i in threadpoolctl.threadpool_info() if i['internal_api'] == 'openblas'}))")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    shown = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT,
+                           env=env).stdout
+    assert shown.strip() == f"[{threads}]"
