@@ -50,7 +50,6 @@ def cpu_description() -> str:
     products through MKL and oneDNN, numpy's through OpenBLAS, numba's compiled code; ``bench/laptop.py`` holds them
     all to AVX2), and the bfloat16 choice."""
     import threadpoolctl
-    from llvmlite import binding
     from numba.core import config
 
     flags = cpu_flags()
@@ -61,7 +60,7 @@ def cpu_description() -> str:
                f"MKL {os.environ.get('MKL_ENABLE_INSTRUCTIONS', 'best')}",
                f"oneDNN {os.environ.get('ONEDNN_MAX_CPU_ISA', 'best')}",
                f"OpenBLAS {'/'.join(sorted(map(str, openblas))) or 'not loaded'}",
-               f"numba {config.CPU_NAME or binding.get_host_cpu_name()}"]
+               f"numba {config.CPU_NAME or 'host CPU'}"]
     setting = os.environ.get(NATIVE_BF16_SETTING, "unset")
     return (f"CPU flags: {present}; kernels: {', '.join(kernels)}; native bfloat16 choice: "
             f"{'on' if cpu_has_native_bf16() else 'off'} ({NATIVE_BF16_SETTING}={setting})")
