@@ -503,12 +503,12 @@ def fit_layer_pcas(states: np.ndarray, layers: list[int], settings: PGASettings,
                    memory: EngineMemory | None = None) -> list[FittedPCA]:
     """Each of ``layers``' PCA of ``states`` ``[L, N, d]`` (the rows :func:`pga_sweep` fits on), remembered in
     ``memory`` as the sweep would (so the next sweep or preview of these states starts warm: the PCA is ~40 %
-    of a preview's time), as arrays to store; fitted a layer per core (:func:`layer_pcas`)."""
-    rows = [_fit_rows(states, layer, settings, device) for layer in layers]
-    keys = [_pca_key(fitted) for fitted in rows]
-    pcas = layer_pcas(rows, max(PCA_KEPT, settings.n_pcs, *settings.ccrs), memory, keys)
+    of a preview's time), as arrays to store; fitted a layer per core (:func:`_fit_layers`)."""
+    fitted = _fit_layers(states, layers, _fit_index(states.shape[1], settings), pick_device(device),
+                         max(settings.n_pcs, *settings.ccrs), memory or default_memory(),
+                         lambda _layer, rows: _pca_key(rows), None)
     return [FittedPCA(key[0].hex(), *(t.cpu().numpy() for t in (pca.mean, pca.components, pca.variances)))
-            for key, pca in zip(keys, pcas, strict=True)]
+            for key, pca in (fitted[layer] for layer in layers)]
 
 
 def remember_fitted(states: np.ndarray, layer: int, settings: PGASettings, fitted: FittedPCA,
@@ -524,9 +524,15 @@ def remember_fitted(states: np.ndarray, layer: int, settings: PGASettings, fitte
     return True
 
 
+def _fit_index(n: int, settings: PGASettings) -> np.ndarray | None:
+    """The rows of ``n`` that CCR is fitted on (:func:`_split`); None when it is fitted on all of them."""
+    return None if settings.ccr_fit == "same" else _split(n, settings.ccr_fit, settings.seed)[0]
+
+
 def _fit_rows(states: np.ndarray, layer: int, settings: PGASettings, device: str) -> torch.Tensor:
     x = torch.as_tensor(states[layer], device=pick_device(device))
-    return x if settings.ccr_fit == "same" else x[_split(states.shape[1], settings.ccr_fit, settings.seed)[0]]
+    index = _fit_index(states.shape[1], settings)
+    return x if index is None else x[index]
 
 
 def _zscore(rho: float, null: np.ndarray) -> np.ndarray:
@@ -647,8 +653,8 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
     needed = max(settings.n_pcs, *settings.ccrs)
     fitted_layers = _fit_layers(states, [layer % n_layers for layer in layers], None if same_rows else fit_rows,
-                           torch_device, needed, memory,
-                           lambda i, fitted: _rows_key(fitted, memory, states_key, (i, "fitted", *split)), pause)
+                                torch_device, needed, memory,
+                                lambda i, fitted: _rows_key(fitted, memory, states_key, (i, "fitted", *split)), pause)
     for number, layer in enumerate(layers):
         if number and pause is not None:
             pause()
