@@ -426,32 +426,26 @@ def _reference(corrected: torch.Tensor, design: PairDesign) -> RankedReference:
 def _subspace_rhos(reference: RankedReference, projected: torch.Tensor, design: PairDesign,
                    pause: Callable[[], None] | None = None) -> np.ndarray:
     """Spearman rho of full-space vs projected similarities: ``reference`` (:func:`_reference`) against each subspace's
-    ``projected`` ``[m, n, k]`` (:func:`_project`). ``pause`` is called between chunks of at most
-    ``CHUNK_SUBSPACES`` subspaces (the projections are taken in the design's order there, a subspace at a time)."""
+    ``projected`` ``[m, n, k]`` (:func:`_project`, its tokens taken in the design's order). ``pause`` is called before
+    each ``CHUNK_SUBSPACES`` subspaces after the first. On the CPU each core makes its subspaces' Gram matrices a chunk
+    at a time (numpy, one BLAS thread) and ranks their pairs from its cache
+    (:func:`analysis.geometry.ranks.spearman_cosines`); elsewhere the Gram matrices of a chunk of subspaces at once
+    (as many as ``MEMORY_BUDGET_BYTES`` holds), then their ranks."""
+    if projected.device.type == "cpu":
+        with one_blas_thread():
+            return spearman_cosines(reference, projected.numpy(), design.rows, pause, CHUNK_SUBSPACES).numpy()
     m = len(projected)
     flat = torch.as_tensor(design.flat, device=projected.device)
+    order = torch.as_tensor(design.order, device=projected.device) if design.ordered else None
     per_subspace = (len(design.order) * design.block + design.n_pairs) * 4  # its Gram matrices and pairs, float32
     chunk = max(1, min(CHUNK_SUBSPACES, MEMORY_BUDGET_BYTES // per_subspace))
     rhos = []
     for start in range(0, m, chunk):
         if start and pause is not None:
             pause()
-        rhos.append(_correlate(reference, projected[start:start + chunk], design, flat))
+        part = projected[start:start + chunk] if order is None else projected[start:start + chunk, order]
+        rhos.append(spearman_ranked(reference, _cosine_grams(part, design.block), flat))
     return torch.cat(rhos).cpu().numpy()
-
-
-def _correlate(reference: RankedReference, projected: torch.Tensor, design: PairDesign,
-               flat: torch.Tensor) -> torch.Tensor:
-    """``[m]`` rho of each subspace's cosines ``projected`` ``[m, N, k]`` (its tokens taken in the design's order) at
-    the design's pairs (``flat``, on the projection's device) against ``reference``. On the CPU each core makes its
-    subspaces' Gram matrices a chunk at a time (numpy, one BLAS thread) and ranks their pairs from its cache
-    (:func:`analysis.geometry.ranks.spearman_cosines`); elsewhere all Gram matrices at once, then their ranks."""
-    if projected.device.type != "cpu":
-        if design.ordered:
-            projected = projected[:, torch.as_tensor(design.order, device=projected.device)]
-        return spearman_ranked(reference, _cosine_grams(projected, design.block), flat)
-    with one_blas_thread():
-        return spearman_cosines(reference, projected.numpy(), design.rows)
 
 
 PCA_KEPT = 32  # components kept per layer: CCR depths and PC angles up to this need no new PCA

@@ -21,13 +21,13 @@ made a chunk of its Gram matrices at a time and turned into keys while the chunk
 
 from __future__ import annotations
 
-import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from analysis.cores import WORKERS, on_every_core
+from analysis.cores import WORKERS, each_on_every_core, on_every_core
 from analysis.geometry.radix import cosine_keys, rank_sorted, rho_of_keys, rho_parts, scratch
 
 GRAM_ROWS = 64  # rows of a Gram matrix made at a time: [64, <= T] float32 stays in a core's L2 cache
@@ -175,26 +175,26 @@ def pair_rows(flat: np.ndarray, block: int, tokens: int, order: np.ndarray | Non
     return PairRows(block, starts, (flat % block).astype(np.int32), order)
 
 
-def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: PairRows) -> torch.Tensor:
+def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: PairRows,
+                     pause: Callable[[], None] | None = None, every: int = 1) -> torch.Tensor:
     """``[m]`` Spearman correlations with ``reference`` of each subspace's cosine similarities at ``pairs``:
     ``points`` ``[m, N, k]`` float32 (taken in ``pairs.order``, the tokens fall in blocks of ``pairs.block``). Each core
     takes the next subspace and makes its keys in one compiled call (:func:`analysis.geometry.radix.cosine_keys`: its
     points taken in that order and normalised, their Gram matrices made ``GRAM_ROWS`` rows at a time and keyed while
     in the core's cache; no Python between the steps, so the cores do not wait for each other's interpreter), then
-    ranks them. Equal to :func:`spearman_ranked` of the Gram matrices up to their float32 rounding (tested). BLAS calls
-    on every core: call it under :func:`analysis.cores.one_blas_thread`."""
+    ranks them. ``pause`` is called before each ``every`` subspaces after the first (:func:`each_on_every_core`).
+    Equal to :func:`spearman_ranked` of the Gram matrices up to their float32 rounding (tested). BLAS calls on every
+    core: call it under :func:`analysis.cores.one_blas_thread`."""
     m = len(points)
     numerators, norms = np.empty(m), np.empty(m)
     order = np.arange(points.shape[1]) if pairs.order is None else np.asarray(pairs.order, np.int64)
-    taken = itertools.count()  # the next subspace, to whichever core is free
 
-    def work(_) -> None:
-        keys, count, spare, by_value = scratch(len(pairs.cols))
-        while (i := next(taken)) < m:
-            cosine_keys(points[i], order, pairs.starts, pairs.cols, pairs.block, GRAM_ROWS, keys, count)
-            numerators[i], norms[i] = rho_of_keys(keys, count, reference.flagged, reference.shift, spare, by_value)
+    def rank(i: int, space: tuple) -> None:
+        keys, count, spare, by_value = space
+        cosine_keys(points[i], order, pairs.starts, pairs.cols, pairs.block, GRAM_ROWS, keys, count)
+        numerators[i], norms[i] = rho_of_keys(keys, count, reference.flagged, reference.shift, spare, by_value)
 
-    on_every_core(work, range(WORKERS))
+    each_on_every_core(rank, m, lambda: scratch(len(pairs.cols)), pause, every)
     return reference.rho(numerators, norms)
 
 
