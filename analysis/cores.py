@@ -56,10 +56,12 @@ def each_on_every_core(work: Callable[[int, object], None], count: int, scratch:
                 continue
             if following >= allowed:  # the cores are at the next group: its pause first
                 pause()
-                allowed += every
+                with gate:
+                    allowed += every
             running |= {_POOL.submit(worker, space) for space in spaces}
     except BaseException:
-        stop = True
+        with gate:
+            stop = True
         wait(running)
         raise
 

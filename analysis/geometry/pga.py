@@ -58,7 +58,7 @@ from analysis.storage.memory import EngineMemory, default_memory
 
 MEMORY_BUDGET_BYTES = 512 * 2**20
 BATCHED_FROM_K = 64  # the projection's faster form on 2 AVX2 cores: one wide matmul below, a batched one from here
-CHUNK_SUBSPACES = 16  # subspaces correlated at a time: a pause point every ~0.1 s of an exact layer on 2 cores
+CHUNK_SUBSPACES = 16  # a pause point every 16 subspaces: every ~0.1 s of an exact layer on 2 cores
 
 
 @dataclass(frozen=True)
