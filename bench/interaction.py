@@ -6,13 +6,14 @@ curve, verdict) and Readout alignment (preview, exact curve); for cache-missing 
 depth (one step, then jumps to a slider's end or start: End, Home), the seconds until the preview is
 drawn and until the exact curve replaces it; and the largest |z_preview - z_exact| over the width of
 z's 95 % interval (the exact curves read back from the cache, the previews computed again: they are
-seeded, and never stored); and, per move, the app's exact curve against the engine's own sweep of the same
-setting on the same states.
+seeded, and never stored); per move, the app's exact curve against the engine's own sweep of the same
+setting on the same states; and (``--pages``) each other page's first chart and exact charts.
 
 Usage: python bench/interaction.py [--model smollm2-135m | --shape pythia-410m] [--n-tokens 512] [--moves 10]
-[--jumps 4] [--pause 0] [--first triage | readout] (needs Debian's chromium and chromium-driver; ``--fetch``: the
-model is fetched and converted first; ``--shape``: a random model of that Pythia shape is saved with
-``save_pretrained`` first; ``--first``: the page opened first on the empty cache).
+[--jumps 4] [--pause 0] [--first triage | readout] [--pages] (needs Debian's chromium and chromium-driver;
+``--fetch``: the model is fetched and converted first; ``--shape``: a random model of that Pythia shape is saved with
+``save_pretrained`` first; ``--first``: the page opened first on the empty cache; ``--pages``: then each other page
+that computes on the model, until its first chart and until its exact charts are drawn).
 """
 
 import argparse
@@ -72,15 +73,18 @@ def browser():
 # second cost the chromium renderer and chromedriver a share of the two cores the server is measured on.
 TITLE = ("const c = document.querySelectorAll('.js-plotly-plot')[0];"
          "return c && c.layout && c.layout.title ? String(c.layout.title.text) : '';")
+WATCH_SECONDS = 100
 WATCH = """
-const [condition, args, done] = [new Function('title', 'text', 'args', 'return (' + arguments[0] + ');'),
+const [condition, args, done] = [new Function('title', 'titles', 'text', 'args', 'return (' + arguments[0] + ');'),
                                  arguments[1], arguments[arguments.length - 1]];
 const title = () => { """ + TITLE + """ };
+const titles = () => Array.from(document.querySelectorAll('.js-plotly-plot'),
+                                c => c.layout && c.layout.title ? String(c.layout.title.text) : '').join(' | ');
 const text = () => document.querySelector('[data-testid=stMain]')?.textContent || '';
 (function watch() {
   if (document.querySelector('[data-testid=stException]')) return done('exception');
   let holds = false;
-  try { holds = condition(title, text, args); } catch (error) { holds = false; }
+  try { holds = condition(title, titles, text, args); } catch (error) { holds = false; }
   if (holds) return done('ok');
   setTimeout(watch, 20);
 })();
@@ -88,13 +92,23 @@ const text = () => document.querySelector('[data-testid=stMain]')?.textContent |
 
 
 def wait_for(driver, condition: str, *args, timeout: float = 1800) -> float:
-    """Seconds until the JavaScript ``condition`` (of ``title()``: the first chart's title, ``text()``: the main
-    block's text, and ``args``) holds in the page."""
-    driver.set_script_timeout(timeout)
+    """Seconds until the JavaScript ``condition`` (of ``title()``: the first chart's title, ``titles()``: every chart's,
+    ``text()``: the main block's text, and ``args``) holds in the page; selenium's TimeoutException after ``timeout``.
+    Watched ``WATCH_SECONDS`` at a time: WebDriver's client gives up on a call after 120 s."""
+    from selenium.common.exceptions import TimeoutException
+
     start = time.perf_counter()
-    if driver.execute_async_script(WATCH, condition, list(args)) == "exception":
-        raise RuntimeError("the page shows an exception")
-    return time.perf_counter() - start
+    while True:
+        driver.set_script_timeout(max(1.0, min(WATCH_SECONDS, timeout - (time.perf_counter() - start))))
+        try:
+            found = driver.execute_async_script(WATCH, condition, list(args))
+        except TimeoutException:
+            if time.perf_counter() - start >= timeout:
+                raise
+            continue
+        if found == "exception":
+            raise RuntimeError("the page shows an exception")
+        return time.perf_counter() - start
 
 
 def title(driver) -> str:
@@ -126,6 +140,8 @@ def main() -> None:
                         help="the page opened first, on the empty results cache")
     parser.add_argument("--fetch", action="store_true", help="start with no model fetched either (first fetch)")
     parser.add_argument("--shape", help="a random model of this Pythia shape (bench/gpu.py's SHAPES), saved first")
+    parser.add_argument("--pages", action="store_true",
+                        help="then open each other page that computes on the model: its first chart, its exact charts")
     args = parser.parse_args()
     print(cpu_description())  # the server inherits bench/laptop.py's settings
     cache = Path(tempfile.mkdtemp(prefix="rg-interaction-"))
@@ -175,6 +191,8 @@ def main() -> None:
         for jump in range(args.jumps):
             move(driver, *jumps[jump % len(jumps)], visited)
             time.sleep(args.pause)
+        if args.pages:
+            other_pages(driver, url, query)
         peak = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{process.pid}/status").read_text())
         print(f"\nthe server's peak memory (resident set): {int(peak.group(1)) / 2**20:.2f} GiB")
     finally:
@@ -201,6 +219,30 @@ def move(driver, label: str, key: str, visited: list[tuple[str, float]]) -> bool
     print(f"{setting:18} {drawn:13.2f}s {done:11.2f}s")
     visited.append((setting, done))
     return True
+
+
+OTHER_PAGES = {"capacity": "Embedding geometry & capacity", "probes": "Linear probes", "token_map": "Token map"}
+
+
+def other_pages(driver, url: str, query: str, limit: float = 300) -> None:
+    """Open each page of ``OTHER_PAGES`` (the model loaded, its hidden states cached): print the seconds until its first
+    chart is drawn and until no chart is titled *Preview* (every exact chart in), ``limit`` seconds at most each (a
+    screenshot of a page that missed it is saved)."""
+    from selenium.common.exceptions import TimeoutException
+
+    print(f"\nOther pages, the model loaded\n{'page':30} {'first chart':>11} {'exact charts':>12}  first chart's title")
+    for path, name in OTHER_PAGES.items():
+        driver.get(f"{url}/{path}?{query}")
+        try:
+            first = wait_for(driver, "titles().length > 0", timeout=limit)
+            shown = re.sub(r"<[^>]+>", "", title(driver))[:60]
+            exact = wait_for(driver, "titles().length > 0 && !titles().includes('Preview')", timeout=limit) + first
+        except TimeoutException:
+            shot = Path(tempfile.gettempdir()) / f"interaction-{path}.png"
+            driver.save_screenshot(str(shot))
+            print(f"{name:30} not within {limit:g} s: {shot}")
+            continue
+        print(f"{name:30} {first:10.1f}s {exact:11.1f}s  {shown}")
 
 
 def agreement(cache: Path, args, visited: list[tuple[str, float]]) -> str:
