@@ -47,16 +47,20 @@ def test_variance_and_pc_angles_in_readout_equal_plain_ones_at_every_k_and_ccr_d
     states, w_u = planted_readout(seed=2)
     basis, memory = readout_basis(w_u), EngineMemory()
     results = pga_sweep(states, basis, PGASettings(**{**FAST, "ks": (8, 3), "ccrs": (0, 2)}), memory=memory)
+    (variances,) = [value for (kind, _), (value, _) in memory.items.items() if kind == "readout variances"]
+    assert len(variances) == 8  # the rows' variance along the first 8 readout directions: k = 3 sums the first 3
+    results += pga_sweep(states, basis, PGASettings(**{**FAST, "ks": (12,), "ccrs": (0,)}), memory=memory)
+    (variances,) = [value for (kind, _), (value, _) in memory.items.items() if kind == "readout variances"]
+    assert len(variances) == 12  # grown by the 4 directions k = 12 adds
     covariance = np.cov(states.astype(np.float64), rowvar=False)
     directions = np.linalg.eigh(covariance)[1][:, ::-1][:, :10]
-    for r in results:  # remembered by the rows and V_k, reused across CCR depths: still each k's own
+    for r in results:  # each k's own, the same at every CCR depth
         top = basis.top(r.k)
         assert r.variance_in_readout == pytest.approx(np.trace(top.T @ covariance @ top) / np.trace(covariance),
                                                       rel=1e-9)
         inside = np.linalg.norm(top.T @ directions, axis=0)
         assert np.allclose(r.pc_angles_deg, np.degrees(np.arccos(np.minimum(inside, 1))), atol=1e-6)
-    assert memory.count("readout view") == 2
-    assert len({r.pc1_angle_deg for r in results}) == 2  # k = 8 and k = 3 differ; CCR depths share
+    assert len({r.pc1_angle_deg for r in results}) == 3  # k = 8, 3 and 12 differ; CCR depths share
 
 
 def test_readout_basis_equals_the_svd_of_w_u_across_row_blocks():

@@ -545,22 +545,27 @@ def _z_interval(rho: float, null: np.ndarray, n_bootstrap: int, rng: np.random.G
     return float(low), float(high)
 
 
-def _variance_in_readout(fitted: torch.Tensor, pca: PCA, readout: torch.Tensor) -> float:
-    """sum_i lambda_i ||V_k^T u_i||^2 = trace(V_k^T C V_k) = ||(H - mu) V_k||_F^2 / (n - 1) for the fitted rows ``H``
-    ``[n, d]`` and ``readout`` ``V_k`` ``[d, k]`` (unnormalised: the caller divides by trace C)."""
-    return float(((fitted.to(torch.float64) - pca.mean) @ readout).square().sum()) / max(len(fitted) - 1, 1)
+def _readout_variances(fitted: torch.Tensor, pca: PCA, readout: torch.Tensor, memory: EngineMemory,
+                       key: tuple) -> torch.Tensor:
+    """``[K]`` float64, ``K >= k``: the fitted rows' variance along each of the readout's first K directions,
+    ``||(H - mu) v_j||^2 / (n - 1)`` for the rows ``H`` ``[n, d]`` and ``readout`` V_k ``[d, k]``. V_k is nested in k,
+    so ``trace(V_k^T C V_k)`` (= sum_i lambda_i ||V_k^T u_i||^2) is the sum of the first k: remembered in ``memory``
+    under ``key`` (the rows and the basis) and grown by the directions a larger k adds, so a move of k costs nothing
+    here (31 products [n, d] x [d, k] in float64 were a fifth of a preview)."""
+    kept = memory.get("readout variances", key)
+    have = 0 if kept is None else len(kept)
+    if have < readout.shape[1]:
+        centred = fitted.to(torch.float64) - pca.mean
+        added = (centred @ readout[:, have:]).square().sum(0) / max(len(fitted) - 1, 1)
+        kept = memory.put("readout variances", key, added if kept is None else torch.cat([kept, added]))
+    return kept
 
 
 def _angles(components: torch.Tensor, readout_k: torch.Tensor, n_pcs: int):
+    """(angles ``[n_pcs]`` in degrees, their shares inside V_k): the layer's principal directions ``components``
+    against ``readout_k`` V_k ``[d, k]``, the same at every CCR depth."""
     inside = (readout_k.T @ components[:, :n_pcs]).norm(dim=0).clamp(max=1.0)
     return torch.rad2deg(torch.arccos(inside)).cpu().numpy(), (inside**2).cpu().numpy()
-
-
-def _readout_view(fitted: torch.Tensor, pca: PCA, readout: torch.Tensor, n_pcs: int):
-    """(angles ``[n_pcs]`` in degrees, their shares inside V_k, :func:`_variance_in_readout`): the layer's principal
-    directions against ``readout`` V_k ``[d, k]``, the same at every CCR depth."""
-    angles, shares = _angles(pca.components, readout, n_pcs)
-    return angles, shares, _variance_in_readout(fitted, pca, readout)
 
 
 def _split(n: int, how: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -685,10 +690,10 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                                              remembered, memory)
                 rhos = _subspace_rhos(reference, projected, design, pause)
                 rho, null = float(rhos[0]), rhos[1:]
-                # the same at every CCR depth: remembered by the fitted rows and V_k
-                angles, shares, in_readout = memory.remember(
-                    "readout view", (fit_key, bases_key[0], settings.n_pcs),
-                    partial(_readout_view, fitted, pca, readouts[k], settings.n_pcs))
+                # the same at every CCR depth
+                angles, shares = _angles(pca.components, readouts[k], settings.n_pcs)
+                in_readout = float(_readout_variances(fitted, pca, readouts[k], memory,
+                                                      (fit_key, basis.digest))[:k].sum())
                 if centred_cov_trace <= 0:  # identical states: no principal direction, no angle
                     angles, shares = np.full_like(angles, np.nan), np.full_like(shares, np.nan)
                 rng = np.random.default_rng([settings.seed, layer, k, c])
