@@ -33,7 +33,7 @@ import hashlib
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from functools import cached_property, partial
+from functools import cache, cached_property, partial
 
 import numpy as np
 import torch
@@ -341,8 +341,9 @@ class _Projection:
         return len(self.bases) >= len(bases) and torch.equal(self.bases[0, :, :shared], bases[0, :, :shared])
 
 
-def _preview_projection(centred: torch.Tensor, corrected: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor,
-                        remembered: tuple | None, memory: EngineMemory, hand: tuple | None) -> torch.Tensor:
+def _preview_projection(centred: torch.Tensor, corrected: Callable[[], torch.Tensor], pca: PCA, c: int,
+                        bases: torch.Tensor, remembered: tuple | None, memory: EngineMemory,
+                        hand: tuple | None) -> torch.Tensor:
     """:func:`_project` of the CCR-c states for a preview, from the layer's CCR-0 projection ``P_0 = (H - mu) B``
     (``centred`` = H - mu ``[n, d]`` float32) remembered under ``remembered`` (its key; None to keep nothing), by a
     preview or an exact sweep (see :func:`_remember_projection`):
@@ -362,7 +363,7 @@ def _preview_projection(centred: torch.Tensor, corrected: torch.Tensor, pca: PCA
     if kept is None or kept.bases.shape[-1] < k:
         have = 0 if kept is None else kept.bases.shape[-1]
         if hand is not None and 4 * have <= k:
-            projected = _project(corrected, bases)
+            projected = _project(corrected(), bases)
             memory.hand_over(*hand, projected)
             if remembered is not None:
                 _remember_projection(centred, pca, c, bases, projected, remembered, memory)
@@ -415,12 +416,19 @@ def _remember_projection(centred: torch.Tensor, pca: PCA, c: int, bases: torch.T
     memory.put("CCR-0 projection", remembered, _Projection(bases, zero.contiguous()))
 
 
-def _reference(corrected: torch.Tensor, design: PairDesign) -> RankedReference:
-    """The full space's cosine similarities of ``corrected`` ``[n, d]`` at the design's pairs, ranked."""
+def _corrected32(centred: torch.Tensor, pca: PCA, c: int) -> torch.Tensor:
+    """``[n, d]`` float32: the CCR-c states of ``centred`` (H - mu, float64)."""
+    return project_out(centred, pca, c).to(torch.float32)
+
+
+def _reference(corrected: Callable[[], torch.Tensor], design: PairDesign) -> RankedReference:
+    """The full space's cosine similarities of the CCR-c states ``corrected()`` ``[n, d]`` at the design's pairs,
+    ranked."""
+    states = corrected()
     if design.ordered:  # blocks: the tokens in block order, each block consecutive
-        corrected = corrected[torch.as_tensor(design.order, device=corrected.device)]
-    flat = torch.as_tensor(design.flat, device=corrected.device)
-    return ranked_reference(_cosine_grams(corrected[None], design.block)[0, flat])
+        states = states[torch.as_tensor(design.order, device=states.device)]
+    flat = torch.as_tensor(design.flat, device=states.device)
+    return ranked_reference(_cosine_grams(states[None], design.block)[0, flat])
 
 
 def _subspace_rhos(reference: RankedReference, projected: torch.Tensor, design: PairDesign,
@@ -666,11 +674,11 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         centred = scored.to(torch.float64) - pca.mean
         centred32 = centred.float()
         for c in settings.ccrs:
-            corrected = project_out(centred, pca, c)
+            # the CCR-c states in float32, made when needed: a preview on remembered projections needs them not
+            corrected32 = cache(partial(_corrected32, centred, pca, c))
             # fitted on the scored rows, the corrected states' spectrum is the PCA's without its top c values
-            variances = pca.variances[c:] if same_rows else fit_pca(corrected).variances
+            variances = pca.variances[c:] if same_rows else fit_pca(project_out(centred, pca, c)).variances
             spectrum = spectral_metrics(variances.cpu().numpy(), d, settings.alpha_fit)
-            corrected32 = corrected.to(torch.float32)
             # the same for every k: remembered by the rows, the depth and the design (a move of k needs it again)
             reference = memory.remember("reference", (fit_key, scored_key, c, design_key),
                                         partial(_reference, corrected32, design))
@@ -683,7 +691,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                 if settings.preview:
                     projected = _preview_projection(centred32, corrected32, pca, c, bases, remembered, memory, hand)
                 else:
-                    projected = _exact_projection(corrected32, bases, kept_subspaces,
+                    projected = _exact_projection(corrected32(), bases, kept_subspaces,
                                                   memory.take(*hand) if hands else None)
                     if remembered is not None and c == settings.ccrs[0]:
                         _remember_projection(centred32, pca, c, bases[:kept_subspaces], projected[:kept_subspaces],
