@@ -31,7 +31,7 @@ def each_on_every_core(work: Callable[[int, object], None], count: int, scratch:
     ``space = scratch()`` of its own (made once per core). ``pause`` (the caller's pause point: where a page's more
     urgent work may take the cores), when given, is called on the calling thread before each group of ``every`` items
     after the first, as soon as a core is free for the group, not once every item of the one before has ended (that
-    left a core idle half an item per group: 4 % of an exact sweep). A core that finds the next group not yet let in
+    left a core idle half an item per group: 3 % of an exact sweep). A core that finds the next group not yet let in
     gives its thread back, so that the work a pause lets run finds the threads it needs. An error of ``pause`` or of an
     item is raised here once the items running have ended; no item starts after it."""
     gate = threading.Lock()
