@@ -197,6 +197,7 @@ def test_no_script_runs_from_a_hostile_model_text_or_link(server, browser, neox_
     import shutil
 
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     from analysis.data.corpus import Sampling, load_corpus
     from analysis.runs import analyses
@@ -230,7 +231,9 @@ def test_no_script_runs_from_a_hostile_model_text_or_link(server, browser, neox_
     report.write_text(analyses.model_report(loaded, load_corpus(str(text)), Sampling(n_tokens=128),
                                             Compute("cpu")).html())
     browser.get(report.as_uri())
-    assert browser.execute_script("return document.querySelectorAll('.js-plotly-plot').length;") >= 4
+    # its charts drawn (once, in CI under load, none were yet when the page had loaded)
+    WebDriverWait(browser, 60, poll_frequency=0.25).until(
+        lambda d: d.execute_script("return document.querySelectorAll('.js-plotly-plot').length;") >= 4)
     assert no_script_ran(browser) and PAYLOAD in browser.find_element(By.TAG_NAME, "body").text
 
 
