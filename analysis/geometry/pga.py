@@ -416,9 +416,9 @@ def _remember_projection(centred: torch.Tensor, pca: PCA, c: int, bases: torch.T
     memory.put("CCR-0 projection", remembered, _Projection(bases, zero.contiguous()))
 
 
-def _corrected32(centred: torch.Tensor, pca: PCA, c: int) -> torch.Tensor:
-    """``[n, d]`` float32: the CCR-c states of ``centred`` (H - mu, float64)."""
-    return project_out(centred, pca, c).to(torch.float32)
+def _float32(states: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """``states()`` as float32."""
+    return states().to(torch.float32)
 
 
 def _reference(corrected: Callable[[], torch.Tensor], design: PairDesign) -> RankedReference:
@@ -674,10 +674,12 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
         centred = scored.to(torch.float64) - pca.mean
         centred32 = centred.float()
         for c in settings.ccrs:
-            # the CCR-c states in float32, made when needed: a preview on remembered projections needs them not
-            corrected32 = cache(partial(_corrected32, centred, pca, c))
+            # the CCR-c states (float64, float32), each made once and only when needed: a preview on remembered
+            # projections needs neither
+            corrected = cache(partial(project_out, centred, pca, c))
+            corrected32 = cache(partial(_float32, corrected))
             # fitted on the scored rows, the corrected states' spectrum is the PCA's without its top c values
-            variances = pca.variances[c:] if same_rows else fit_pca(project_out(centred, pca, c)).variances
+            variances = pca.variances[c:] if same_rows else fit_pca(corrected()).variances
             spectrum = spectral_metrics(variances.cpu().numpy(), d, settings.alpha_fit)
             # the same for every k: remembered by the rows, the depth and the design (a move of k needs it again)
             reference = memory.remember("reference", (fit_key, scored_key, c, design_key),
