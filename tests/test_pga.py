@@ -294,6 +294,21 @@ def test_key_sort_orders_like_a_stable_sort_with_signed_zeros_and_ties():
     assert torch.equal(tied[:, 1:] == tied[:, :-1], expected_values[:, 1:] == expected_values[:, :-1])
 
 
+def test_double_key_sort_orders_like_a_stable_sort_inside_runs_of_equal_float32_roundings():
+    rng = np.random.default_rng(2)
+    rows = torch.tensor(rng.standard_normal((5, 3001)), dtype=torch.float64)
+    rows[0, :100] = 0.25 + 1e-12 * torch.tensor(rng.permutation(100), dtype=torch.float64)  # a long run: merge sort
+    rows[1, :10] = 0.5 - 1e-13 * torch.arange(10, dtype=torch.float64)  # a short run, descending: insertion
+    rows[2, :50] = 0.75  # ties
+    rows[2, 50:60] = 0.75 + 1e-14
+    rows[3, :3], rows[3, 7] = -0.0, 0.0
+    assert len(torch.unique(rows[0, :100].float())) == 1 and len(torch.unique(rows[0, :100])) == 100
+    tied, order = sort_rows(rows)
+    expected_values, expected_order = torch.sort(rows, dim=-1, stable=True)
+    assert torch.equal(order, expected_order)
+    assert torch.equal(tied[:, 1:] == tied[:, :-1], expected_values[:, 1:] == expected_values[:, :-1])
+
+
 def test_ccr_leaves_nothing_along_removed_directions():
     states, _ = masked_readout()
     pca = fit_pca(torch.tensor(states))

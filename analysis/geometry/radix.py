@@ -230,6 +230,29 @@ def rank_sorted(sorted_values, order):
     return flagged, centred, shift
 
 
+@njit(nogil=True, cache=True)
+def settle_runs(coarse, order, values):
+    """``order`` ``[n]`` int64 (a row's positions stably sorted by ``coarse`` ``[n]``, a monotone non-decreasing image
+    of its ``values`` ``[n]`` float64, such as their float32 roundings) stably sorted by ``values`` inside each run of
+    equal ``coarse``, in place: by insertion in a short run, by a merge sort in a long one (a run of distinct values
+    never costs its square)."""
+    start = 0
+    for end in range(1, len(order) + 1):
+        if end < len(order) and coarse[end] == coarse[start]:
+            continue
+        if end - start > 32:
+            run = order[start:end].copy()
+            order[start:end] = run[np.argsort(values[run], kind="mergesort")]
+        else:
+            for j in range(start + 1, end):
+                i, value = order[j], values[order[j]]
+                while j > start and values[order[j - 1]] > value:
+                    order[j] = order[j - 1]
+                    j -= 1
+                order[j] = i
+        start = end
+
+
 @njit(cache=True)
 def scratch(n):
     """A row's scratch for :func:`rho_of_keys` of ``n`` values: (keys, count, spare, by_value)."""
