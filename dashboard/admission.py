@@ -18,8 +18,8 @@ the capacity histogram. The rules:
   models are in use at once (1 unless ``RG_RESIDENT_MODELS`` says otherwise). A request on another model
   waits until the work on the current one is over (the page says so), and its load then evicts it.
 - **Quiet while a page is drawn** (``quiet``): only previews and pages' own work run, so the page and the
-  browser have the cores. Each visitor's quiet is its own: it ends at its deadline (a page sent: half a second for
-  the browser to draw it) or when that visitor's own call ends it, whatever other visitors' pages do.
+  browser have the cores. Each visitor's quiet is its own: it ends at its deadline (a page sent: a moment for the
+  browser to draw its first chart) or when that visitor's own call ends it, whatever other visitors' pages do.
 
 Nested holds in one thread are one hold (a computation may call another).
 """
