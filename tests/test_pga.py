@@ -302,6 +302,8 @@ def test_double_key_sort_orders_like_a_stable_sort_inside_runs_of_equal_float32_
     rows[2, :50] = 0.75  # ties
     rows[2, 50:60] = 0.75 + 1e-14
     rows[3, :3], rows[3, 7] = -0.0, 0.0
+    rows[4, :40] = torch.linspace(1e300, 1e299, 40, dtype=torch.float64)  # beyond float32: all round to inf
+    rows[4, 40:80] = torch.linspace(1e-300, 1e-301, 40, dtype=torch.float64)  # below it: all round to 0
     assert len(torch.unique(rows[0, :100].float())) == 1 and len(torch.unique(rows[0, :100])) == 100
     tied, order = sort_rows(rows)
     expected_values, expected_order = torch.sort(rows, dim=-1, stable=True)
