@@ -61,7 +61,8 @@ def _sort_doubles(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(sorted values, order) of ``rows`` ``[m, n]`` float64, stable: the key sort of their float32 roundings (monotone
     in the value), then each run of equal roundings put in the values' order (:func:`analysis.geometry.radix.
     settle_runs`; few and short among 10^5 distinct values)."""
-    coarse, order = _sort_keys(rows.astype(np.float32))
+    with np.errstate(over="ignore"):  # beyond float32's range a value rounds to +-inf: a run like any other
+        coarse, order = _sort_keys(rows.astype(np.float32))
     for row in range(len(rows)):
         settle_runs(coarse[row], order[row], rows[row])
     return np.take_along_axis(rows, order, axis=-1), order
