@@ -79,8 +79,7 @@ def z_by_layer(curves: dict[str, list[LayerPGA]], title: str = "Readout alignmen
     fig = go.Figure()
     all_layers = [r.layer for results in curves.values() for r in results]
     if all_layers:
-        fig.add_hrect(y0=-2, y1=2, fillcolor="grey", opacity=0.15, line_width=0,
-                      annotation_text="null mean +- 2 sd", annotation_position="top left")
+        fig.add_hrect(y0=-2, y1=2, fillcolor="grey", opacity=0.15, line_width=0)
     for colour, (name, results) in zip(colours(len(curves)), curves.items(), strict=True):
         layers = [r.layer for r in results]
         z = np.array([r.z for r in results])
@@ -92,6 +91,9 @@ def z_by_layer(curves: dict[str, list[LayerPGA]], title: str = "Readout alignmen
             customdata=np.stack([[r.rho_readout for r in results], [r.p_value for r in results]], axis=1),
             hovertemplate="layer %{x}<br>z %{y:.2f}<br>rho %{customdata[0]:.4f}<br>p %{customdata[1]:.3f}",
         ))
+    if all_layers:  # the band named in the legend, after the curves: a label inside the plot would cross them
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="null mean +- 2 sd", hoverinfo="skip",
+                                 marker=dict(symbol="square", size=12, color="rgba(128, 128, 128, 0.3)")))
     fig.add_hline(y=0, line_color="black", line_width=1)
     fig.update_xaxes(title="layer (0 = embeddings)")
     fig.update_yaxes(title="z (readout vs random subspaces)")
