@@ -74,7 +74,7 @@ def test_moving_k_changes_the_plotted_z(tiny_models):
     assert after != before and app.query_params["k"] == "4"
     app.multiselect[0].set_value([1, 5]).run()
     overlay = next(c for c in charts(app) if "several CCR" in c["layout"]["title"]["text"])
-    assert [trace["name"] for trace in overlay["data"]] == ["CCR-1", "CCR-5"]
+    assert [trace["name"] for trace in overlay["data"]] == ["CCR-1", "CCR-5", "null mean +- 2 sd"]  # the band last
 
 
 def test_bad_inputs_are_messages_not_tracebacks(tiny_models, tmp_path):
