@@ -77,9 +77,6 @@ def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
 def z_by_layer(curves: dict[str, list[LayerPGA]], title: str = "Readout alignment z by layer") -> go.Figure:
     """z against layer for each named curve, with the bootstrap interval and the null band |z| <= 2."""
     fig = go.Figure()
-    all_layers = [r.layer for results in curves.values() for r in results]
-    if all_layers:
-        fig.add_hrect(y0=-2, y1=2, fillcolor="grey", opacity=0.15, line_width=0)
     for colour, (name, results) in zip(colours(len(curves)), curves.items(), strict=True):
         layers = [r.layer for r in results]
         z = np.array([r.z for r in results])
@@ -91,7 +88,8 @@ def z_by_layer(curves: dict[str, list[LayerPGA]], title: str = "Readout alignmen
             customdata=np.stack([[r.rho_readout for r in results], [r.p_value for r in results]], axis=1),
             hovertemplate="layer %{x}<br>z %{y:.2f}<br>rho %{customdata[0]:.4f}<br>p %{customdata[1]:.3f}",
         ))
-    if all_layers:  # the band named in the legend, after the curves: a label inside the plot would cross them
+    if any(curves.values()):  # the band, named in the legend after the curves: a label inside the plot crossed them
+        fig.add_hrect(y0=-2, y1=2, fillcolor="grey", opacity=0.15, line_width=0)
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="null mean +- 2 sd", hoverinfo="skip",
                                  marker=dict(symbol="square", size=12, color="rgba(128, 128, 128, 0.3)")))
     fig.add_hline(y=0, line_color="black", line_width=1)
