@@ -211,8 +211,8 @@ def policy() -> Admission:
 DRAWING_SECONDS = 10.0  # a page run starting: other work waits until it is drawn, this long at most
 # a page drawn: other work waits while the browser draws its first chart. Chromium drew a move's z chart 0.0-0.3 s
 # after the page run sent it (2 cores; the rest of the page after it). Half a second made the exact curve wait for a
-# browser already done: 1.48-1.73x the engine's sweep from the key press, against 1.42-1.49x at 0.15 s, where the z
-# chart was drawn as soon (BENCHMARKS.md)
+# browser already done: the moves after the first took 1.48-1.72x the engine's sweep from the key press, against
+# 1.42-1.49x at 0.15 s, where the z chart was drawn as soon (BENCHMARKS.md)
 RENDERING_SECONDS = 0.15
 
 
