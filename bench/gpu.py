@@ -1,11 +1,12 @@
 """The GPU path, measured in one run: the card's matmul throughput, hidden-state extraction against the
-model's forward FLOPs, and the PGA sweep at N = 2048, d = 4096, 32 layers, R = 100.
+model's forward FLOPs, the null draws orthonormalised on the GPU against the CPU (d = 2048, k = 1024, R = 100), and
+the PGA sweep at N = 2048, d = 4096, 32 layers, R = 100.
 
 No download: the model is built from a Pythia-shaped config with random weights (speed does not depend on
 the weights), saved with save_pretrained and loaded through the project's loader; the hidden states for
 the PGA sweep are Gaussian, the unembedding a random 50304 x d matrix.
 
-Usage (GPU):   python bench/gpu.py [--shape pythia-1.4b] [--n 2048] [--layers 32]
+Usage (GPU):   python bench/gpu.py [--shape pythia-1.4b] [--n 2048] [--layers 32] [--parts hidden nulls pga]
 Usage (check): python bench/gpu.py --smoke      (tiny sizes, CPU, seconds)
 """
 
@@ -22,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analysis.activations.hidden import extract, token_sample  # noqa: E402
 from analysis.data.corpus import Sampling, builtin_corpus  # noqa: E402
-from analysis.geometry.pga import PGASettings, pga_sweep  # noqa: E402
+from analysis.geometry.pga import PGASettings, null_bases, pga_sweep  # noqa: E402
 from analysis.geometry.readout import readout_basis  # noqa: E402
 from analysis.models.loading import load  # noqa: E402
 from analysis.models.refs import resolve  # noqa: E402
@@ -94,6 +95,22 @@ def extraction(args, device: torch.device) -> None:
           f"{peak:.1f} TFLOP/s; ratio {achieved / peak:.2f}")
 
 
+def nulls(args, device: torch.device) -> None:
+    """The R null bases at k = d / 2 (Cholesky QR in float64) orthonormalised on ``device`` against the CPU."""
+    d, k = (2048, 1024) if not args.smoke else (64, 32)
+    seconds = {}
+    for where in (device, torch.device("cpu")):
+        out = torch.empty((args.n_null, d, k), device=where)
+        start = time.perf_counter()
+        null_bases(d, k, args.n_null, 0, out=out)
+        synchronise(where)
+        seconds[where.type] = (time.perf_counter() - start, out.cpu())
+    (gpu, on_gpu), (cpu, on_cpu) = seconds[device.type], seconds["cpu"]
+    print(f"null bases: d = {d}, k = {k}, R = {args.n_null}: {gpu:.2f} s orthonormalised on {device.type}, "
+          f"{cpu:.2f} s on the CPU ({torch.get_num_threads()} threads); largest difference "
+          f"{(on_gpu - on_cpu).abs().max().item():.1e}")
+
+
 def pga(args, device: torch.device) -> None:
     rng = np.random.default_rng(0)
     torch.manual_seed(0)
@@ -130,6 +147,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=100)
     parser.add_argument("--n-null", type=int, default=100)
     parser.add_argument("--matmul-size", type=int, default=8192)
+    parser.add_argument("--parts", nargs="+", choices=("hidden", "nulls", "pga"), default=["hidden", "nulls", "pga"])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU: checks the script runs")
     args = parser.parse_args()
     if args.smoke:
@@ -138,8 +156,8 @@ def main() -> None:
     device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     name = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
     print(f"device: {name}; torch {torch.__version__}")
-    extraction(args, device)
-    pga(args, device)
+    for part in args.parts:
+        {"hidden": extraction, "nulls": nulls, "pga": pga}[part](args, device)
 
 
 if __name__ == "__main__":

@@ -28,10 +28,10 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
-from analysis.models.devices import cpu_description
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from analysis.models.devices import cpu_description  # noqa: E402
 
 
 def free_port() -> int:
@@ -44,7 +44,8 @@ def start_app(cache: Path, models: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "RG_CACHE_DIR": str(cache), "RG_MODELS_DIR": str(models), "RG_ALLOWED_ROOTS": str(cache)}
     process = subprocess.Popen([sys.executable, "-m", "dashboard", "--server.port", str(port), "--server.headless",
-                                "true", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                                "true", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+                                "--global.developmentMode", "false"],  # also where streamlit is not in site-packages
                                cwd=ROOT, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -115,6 +116,11 @@ def title(driver) -> str:
     return driver.execute_script(TITLE)
 
 
+def shown_setting(driver) -> str:
+    """The setting the z chart is drawn at, as its title says (e.g. ``k = 16, CCR-4``)."""
+    return re.sub(r"<[^>]+>", "", title(driver)).split("z by layer at ")[-1]
+
+
 def slider_step(driver, label: str, key: str) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
@@ -161,7 +167,7 @@ def main() -> None:
     fetched = "model not fetched yet" if args.fetch else "model fetched"
     print(f"{os.cpu_count()} CPU cores; model {args.model}, N = {args.n_tokens}; results cache empty ({cache}), "
           f"{fetched}")
-    visited = []
+    visited, shown = [], set()
     try:
         if args.first == "triage":
             driver.get(f"{url}/?{query}")
@@ -174,6 +180,7 @@ def main() -> None:
         exact = wait_for(driver, "title().includes('z by layer') && !title().includes('Preview')") + first
         print(f"Readout alignment{' opened first' if args.first == 'readout' else ''}: first chart {first:.1f} s, "
               f"exact curve {exact:.1f} s")
+        shown.add(shown_setting(driver))
         print(f"\nEach move {args.pause:g} s after the exact curve of the last one is drawn")
         print(f"{'move':18} {'preview drawn':>14} {'exact drawn':>12}")
         k_label, ccr_label = "k (readout dimensions)", "CCR depth (components removed)"
@@ -183,13 +190,13 @@ def main() -> None:
         for step in range(4 * args.moves):
             if misses >= args.moves:
                 break
-            missed = move(driver, *steps[step % 2], visited)
+            missed = move(driver, *steps[step % 2], visited, shown)
             misses += missed
             time.sleep(args.pause if missed else 0)
         if args.jumps:
             print("\nJumps to either end of a slider (End, Home)")
         for jump in range(args.jumps):
-            move(driver, *jumps[jump % len(jumps)], visited)
+            move(driver, *jumps[jump % len(jumps)], visited, shown)
             time.sleep(args.pause)
         if args.pages:
             other_pages(driver, url, query)
@@ -201,20 +208,25 @@ def main() -> None:
     print(f"\n{len(visited)} cache-missing moves and jumps; {agreement(cache, args, visited)}")
 
 
-def move(driver, label: str, key: str, visited: list[tuple[str, float]]) -> bool:
+def move(driver, label: str, key: str, visited: list[tuple[str, float]], shown: set[str]) -> bool:
     """Press ``key`` on slider ``label``; print the seconds until the chart shows the new setting and, when
-    that was a preview, until the exact curve replaces it (noted in ``visited`` with the setting). Returns whether
+    that was a preview, until the exact curve replaces it (noted in ``visited`` with the setting). A setting not
+    ``shown`` before and drawn exact at once (on CUDA, where there is no preview) is a miss too. Returns whether
     it missed the cache."""
     before = title(driver)
     start = time.perf_counter()
     slider_step(driver, label, key)
     wait_for(driver, "title() !== args[0] && title().includes('z by layer')", before)
     drawn = time.perf_counter() - start
-    now = title(driver)
-    setting = re.sub(r"<[^>]+>", "", now).split("z by layer at ")[-1]
+    now, setting = title(driver), shown_setting(driver)
     if "Preview" not in now:
-        print(f"{setting:18} {'(cached)':>14} {drawn:11.2f}s")
-        return False
+        cached = setting in shown
+        shown.add(setting)
+        print(f"{setting:18} {'(cached)' if cached else '(none)':>14} {drawn:11.2f}s")
+        if not cached:
+            visited.append((setting, drawn))
+        return not cached
+    shown.add(setting)
     done = wait_for(driver, "!title().includes('Preview') && title().includes('z by layer')") + drawn
     print(f"{setting:18} {drawn:13.2f}s {done:11.2f}s")
     visited.append((setting, done))

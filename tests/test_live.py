@@ -4,6 +4,7 @@ computation at a time; background fill that fails says so and leaves nothing hal
 import contextlib
 import json
 import threading
+import types
 from dataclasses import replace
 
 import numpy as np
@@ -27,7 +28,7 @@ from analysis.runs.settings import (
     preview_settings,
 )
 from analysis.storage.cache import ResultCache
-from analysis.storage.memory import EngineMemory
+from analysis.storage.memory import EngineMemory, default_limit_mb
 from dashboard.admission import Admission, Priority
 from tests.test_app import run_page, settled, shown, z_values
 
@@ -346,6 +347,17 @@ def test_the_engine_memory_keeps_to_its_byte_limit_least_recently_used_first_out
     small = EngineMemory(limit_bytes=200_000)
     pga_sweep(np.stack([states] * 4), readout_basis(w_u), pga_settings(w_u.shape[1], (8,), n_null=10), memory=small)
     assert small.used <= 200_000 or len(small.items) == 1  # PCAs and bases of a sweep, bounded
+
+
+@pytest.mark.parametrize("gpu_gib, expected_mb", [(None, 1024), (4, 1024), (139, 139 * 1024 // 8)])
+def test_the_engine_memorys_default_limit_is_an_eighth_of_a_large_gpu_else_1024_mb(monkeypatch, gpu_gib, expected_mb):
+    monkeypatch.delenv("RG_ENGINE_MEMORY_MB", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu_gib is not None)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: types.SimpleNamespace(total_memory=(gpu_gib or 0) * 2**30))
+    assert default_limit_mb() == expected_mb
+    monkeypatch.setenv("RG_ENGINE_MEMORY_MB", "300")  # the setting wins either way
+    assert default_limit_mb() == 300
 
 
 class Script:
