@@ -224,8 +224,8 @@ def null_bases(d: int, k: int, n_null: int, seed: int, first: int = 0, out: torc
     one QR factorisation both ways, so the bases at k and at k' are nested across the two.
     Float64 numpy; or written into ``out`` (a tensor of that shape, any float dtype and device), which is returned:
     ``NULL_CHUNK`` draws at a time, so no float64 copy of all of them is ever made (1.2 GB at d = 2048, k = 1024,
-    70 draws). The Gaussians are drawn on the CPU and orthonormalised on ``out``'s device: on a GPU, in float64
-    there too (100 draws at d = 2048, k = 1024 took 4 s on an H200 machine's 16 CPU cores)."""
+    70 draws). The Gaussians are drawn on the CPU and orthonormalised on ``out``'s device, on a GPU in float64 there
+    too: 100 draws at d = 2048, k = 1024 in 1.0 s against 2.6 s on an H200 machine's 16 CPU cores, within 2e-9."""
     filled = torch.empty((n_null - first, d, k), dtype=torch.float64) if out is None else out
     for start in range(first, n_null, NULL_CHUNK):
         stop = min(n_null, start + NULL_CHUNK)
