@@ -84,14 +84,15 @@ def main() -> None:
     settings = pga_settings(loaded.anatomy.d_model, seed=sampling.seed)
     timed("PCA of every layer", lambda: analyses.warm_pga(loaded, corpus, sampling, settings, compute, states=states,
                                                            memory=memory))
-    if needs_preview(compute.device):  # on a GPU the app draws the exact curve first
+    previewed = needs_preview(compute.device)  # on a GPU the app draws the exact curve first
+    if previewed:
         timed("z preview (PCAs remembered)", lambda: analyses.model_pga(
             loaded, corpus, sampling, preview_settings(settings, compute.device), compute=compute, cache=cache,
             states=states, memory=memory))
-    first_curve_at = time.perf_counter() - clock
+    preview_at = time.perf_counter() - clock
     run = timed("exact sweep, CCR-1, every layer", lambda: analyses.model_pga(
         loaded, corpus, sampling, settings, compute=compute, cache=cache, states=states, memory=memory))
-    first_curve_at = first_curve_at if needs_preview(compute.device) else time.perf_counter() - clock
+    first_curve_at = preview_at if previewed else time.perf_counter() - clock
     worst = worst_late_layer(run.at())
     deeper = pga_settings(loaded.anatomy.d_model, settings.ks, (TRIAGE_DEEPER_CCR,), seed=sampling.seed)
     if worst is not None:

@@ -98,14 +98,14 @@ def extraction(args, device: torch.device) -> None:
 def nulls(args, device: torch.device) -> None:
     """The R null bases at k = d / 2 (Cholesky QR in float64) orthonormalised on ``device`` against the CPU."""
     d, k = (2048, 1024) if not args.smoke else (64, 32)
-    seconds = {}
+    drawn = {}  # device type -> (seconds, bases)
     for where in (device, torch.device("cpu")):
         out = torch.empty((args.n_null, d, k), device=where)
         start = time.perf_counter()
         null_bases(d, k, args.n_null, 0, out=out)
         synchronise(where)
-        seconds[where.type] = (time.perf_counter() - start, out.cpu())
-    (gpu, on_gpu), (cpu, on_cpu) = seconds[device.type], seconds["cpu"]
+        drawn[where.type] = (time.perf_counter() - start, out.cpu())
+    (gpu, on_gpu), (cpu, on_cpu) = drawn[device.type], drawn["cpu"]
     print(f"null bases: d = {d}, k = {k}, R = {args.n_null}: {gpu:.2f} s orthonormalised on {device.type}, "
           f"{cpu:.2f} s on the CPU ({torch.get_num_threads()} threads); largest difference "
           f"{(on_gpu - on_cpu).abs().max().item():.1e}")
