@@ -45,6 +45,7 @@ from analysis.runs import analyses
 from analysis.runs.series import free_memory, stored_series
 from analysis.runs.settings import DEFAULT_CCR, ModelChoice, needs_preview, pga_settings, preview_settings
 from analysis.storage.cache import Entry, on_recomputed
+from analysis.storage.memory import ModestMemory, default_memory
 from analysis.storage.paths import cache_dir, checked_path, restrict_to, roots_in_force
 from analysis.storage.store import ResultStore
 from dashboard.admission import Admission, Priority
@@ -282,14 +283,16 @@ def _scope(view: ViewState, loaded: LoadedModel) -> str:
 def exact_task(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
                shows: bool = True, group: str = "Exact curve", states_in_task: bool = False) -> Task:
     """The exact run as background work: the page shows its preview meanwhile and reruns when it is done
-    (``shows``); as fill (``shows=False``) at the lowest priority. ``states_in_task``: the task reads (or computes)
-    the hidden states itself, for a page that has not got them yet."""
+    (``shows``); as fill (``shows=False``) at the lowest priority, pushing nothing out of the engine's memory
+    (:class:`ModestMemory`). ``states_in_task``: the task reads (or computes) the hidden states itself, for a page that
+    has not got them yet."""
     settings, text = _settings(loaded, view, k, ccrs), corpus(view)
     held = None if states_in_task else states(view, loaded)
+    memory = default_memory() if shows else ModestMemory(default_memory())
 
     def run(progress, slot) -> None:
         analyses.model_pga(loaded, text, view.sampling, settings, compute=view.compute, progress=progress,
-                           states=held, slot=slot)
+                           states=held, slot=slot, memory=memory)
 
     priority = Priority.NEXT if shows else Priority.BACKGROUND
     return Task(f"k = {settings.ks[0]}, CCR-{', '.join(map(str, settings.ccrs))}", group, priority, run,

@@ -28,7 +28,7 @@ from analysis.runs.settings import (
     preview_settings,
 )
 from analysis.storage.cache import ResultCache
-from analysis.storage.memory import EngineMemory, default_limit_mb
+from analysis.storage.memory import EngineMemory, ModestMemory, default_limit_mb
 from dashboard.admission import Admission, Priority
 from tests.test_app import run_page, settled, shown, z_values
 
@@ -347,6 +347,38 @@ def test_the_engine_memory_keeps_to_its_byte_limit_least_recently_used_first_out
     small = EngineMemory(limit_bytes=200_000)
     pga_sweep(np.stack([states] * 4), readout_basis(w_u), pga_settings(w_u.shape[1], (8,), n_null=10), memory=small)
     assert small.used <= 200_000 or len(small.items) == 1  # PCAs and bases of a sweep, bounded
+
+
+def test_work_nobody_waits_for_remembers_only_what_fits_and_pushes_nothing_out():
+    memory = EngineMemory(limit_bytes=3 * 800)
+    for key in "ab":
+        memory.put("array", key, np.zeros(100))  # 800 bytes each
+    modest = ModestMemory(memory)
+    modest.put("array", "c", np.zeros(100))  # fits beside them: remembered
+    assert modest.put("array", "d", np.ones(100)).sum() == 100  # does not fit: handed back, not remembered
+    assert modest.remember("array", "e", lambda: np.ones(100)).sum() == 100
+    assert [key for _, key in memory.items] == ["a", "b", "c"] and memory.used == 2400
+    assert modest.get("array", "a") is not None and modest.limit_bytes == memory.limit_bytes
+
+
+def _bases_at(memory: EngineMemory, k: int) -> int:
+    return sum(1 for kind, key in memory.items if kind == "candidate bases" and key[0][1] == k)
+
+
+@pytest.mark.parametrize("fill_memory", [ModestMemory, lambda memory: memory])
+def test_a_background_fill_leaves_the_visitors_candidate_bases_in_memory(fill_memory):
+    states, w_u = planted_readout(n=120, seed=6)
+    layers, basis = np.stack([states] * 2), readout_basis(w_u)
+    memory = EngineMemory(limit_bytes=2**30)
+    pga_sweep(layers, basis, pga_settings(w_u.shape[1], (16,), n_null=10), memory=memory)  # the visitor's move
+    memory.limit_bytes = memory.used + 1000  # full: the fill's bases at k = 8 do not fit beside the visitor's
+    fill = pga_settings(w_u.shape[1], (8,), n_null=10)
+    filled = pga_sweep(layers, basis, fill, memory=fill_memory(memory))
+    alone = pga_sweep(layers, basis, fill, memory=EngineMemory())
+    assert [(r.rho_readout, r.z) for r in filled] == [(r.rho_readout, r.z) for r in alone]
+    kept = _bases_at(memory, 16) == 1 and _bases_at(memory, 8) == 0
+    assert kept == (fill_memory is ModestMemory)  # an ordinary fill pushes the visitor's bases out
+    assert memory.used <= memory.limit_bytes
 
 
 @pytest.mark.parametrize("gpu_gib, expected_mb", [(None, 1024), (4, 1024), (139, 139 * 1024 // 8)])

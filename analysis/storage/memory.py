@@ -3,9 +3,10 @@
 Layers' PCAs, null and candidate bases, readout bases, the layers' CCR-0 projections and previews live here under
 one size limit in bytes (``RG_ENGINE_MEMORY_MB``; default 1024, or an eighth of the GPU's memory on a CUDA machine
 when that is more: at d = 1024, 512 MB was full after a few moves, and the layers' projections a move's preview
-starts from were pushed out while it ran) with one eviction rule: least recently used first out. Beside them, under
-a limit of its own of the same size: what one call hands over to the next (a preview's projections to the exact run
-after it), one group at a time.
+starts from were pushed out while it ran) with one eviction rule: least recently used first out. Work nobody waits
+for uses it through :class:`ModestMemory`, which pushes nothing out. Beside them, under a limit of its own of the
+same size: what one call hands over to the next (a preview's projections to the exact run after it), one group at a
+time.
 It is passed in as the disk cache is (``memory=``, default :func:`default_memory`, the process's), so a
 test makes its own and clears nothing private.
 """
@@ -63,11 +64,15 @@ class EngineMemory:
             self.items.move_to_end((kind, key))
             return found[0]
 
-    def put(self, kind: str, key: Hashable, value: T) -> T:
-        """Remember ``value``; the least recently used values go until the rest fits the limit."""
+    def put(self, kind: str, key: Hashable, value: T, push_out: bool = True) -> T:
+        """Remember ``value``; the least recently used values go until the rest fits the limit. Without ``push_out``,
+        ``value`` is remembered only where it fits beside the others (nothing goes)."""
         size = size_of(value)
         with self.lock:
-            old = self.items.pop((kind, key), None)
+            old = self.items.get((kind, key))
+            if not push_out and self.used + size - (old[1] if old else 0) > self.limit_bytes:
+                return value
+            self.items.pop((kind, key), None)
             self.used += size - (old[1] if old else 0)
             self.items[(kind, key)] = (value, size)
             while self.used > self.limit_bytes and len(self.items) > 1:
@@ -105,6 +110,36 @@ class EngineMemory:
     def count(self, kind: str) -> int:
         with self.lock:
             return sum(1 for k, _ in self.items if k == kind)
+
+
+class ModestMemory(EngineMemory):
+    """``memory`` as work nobody waits for uses it (the background's exact runs of nearby settings): it reads every
+    value and remembers one only where it fits beside the others, pushing none of them out. At d = 2048 a fill at
+    k = 512 pushed a visitor's candidate bases at k = 1024 (847 MB) out of 1 GiB, and the visitor's next move drew
+    them again; a fill's result goes to the disk cache, which is what it runs for."""
+
+    def __init__(self, memory: EngineMemory) -> None:  # no state of its own: ``memory``'s
+        self.shared = memory
+
+    @property
+    def limit_bytes(self) -> int:
+        return self.shared.limit_bytes
+
+    def get(self, kind: str, key: Hashable):
+        return self.shared.get(kind, key)
+
+    def put(self, kind: str, key: Hashable, value: T, push_out: bool = False) -> T:
+        """Remember ``value`` where it fits beside the others; never push one out."""
+        return self.shared.put(kind, key, value, push_out=False)
+
+    def hand_over(self, group: Hashable, key: Hashable, value) -> bool:
+        return self.shared.hand_over(group, key, value)
+
+    def take(self, group: Hashable, key: Hashable):
+        return self.shared.take(group, key)
+
+    def count(self, kind: str) -> int:
+        return self.shared.count(kind)
 
 
 def default_limit_mb() -> int:
