@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.linalg import lapack
 
 from analysis.cores import on_every_core, one_blas_thread
+from analysis.geometry.eigen import top_eigh
 
 
 @dataclass(frozen=True)
@@ -27,36 +27,19 @@ class PCA:
 
 def _top_eigh(matrix, top: int | None):
     """Every eigenvalue ``[n]`` of a symmetric float64 ``matrix`` ``[n, n]`` (numpy on the CPU, else torch), descending,
-    and the eigenvectors ``[n, r]`` of the top ``r = top`` (all when None), of the matrix's type.
-
-    On the CPU, for a few of many: LAPACK's tridiagonal reduction once (``dsytrd``), every eigenvalue from it
-    (``dsterf``), the top r vectors of the tridiagonal matrix by MRRR (``dstemr``), turned back by the reduction's
-    reflectors (``dormqr``, which is ``dormtr`` for a lower reduction): what ``eigh`` does minus its n - r vectors
-    and their back-transform, 27 ms on one core against eigh's 36-46 ms on two at n = 512 (AVX2). Else (or should
-    LAPACK fail) ``eigh``."""
+    and the eigenvectors ``[n, r]`` of the top ``r = top`` (all when None), of the matrix's type. On the CPU, for a few
+    of many, LAPACK's tridiagonal route without the GIL (:func:`analysis.geometry.eigen.top_eigh`: 27 ms on one core
+    against eigh's 36-46 ms on two at n = 512, AVX2); else (or should LAPACK fail) ``eigh``."""
     if isinstance(matrix, np.ndarray):
         if top is not None and top < len(matrix) // 2:
             with one_blas_thread():
-                found = _lapack_top(matrix, top)
-            if found is not None:
-                return found
+                values, vectors, info = top_eigh(np.array(matrix), top)
+            if info == 0:
+                return values[::-1], vectors[::-1].T
         values, vectors = np.linalg.eigh(matrix)
         return values[::-1], vectors[:, ::-1][:, :top]
     values, vectors = torch.linalg.eigh(matrix)
     return values.flip(0), vectors.flip(1)[:, :top]
-
-
-def _lapack_top(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`_top_eigh` on the CPU by LAPACK's tridiagonal route; None should a routine report a failure."""
-    n = len(a)
-    reflectors, d, e, tau, info = lapack.dsytrd(a, lower=1, lwork=int(lapack.dsytrd_lwork(n, lower=1)[0]))
-    values, info_values = lapack.dsterf(d, e)
-    found, _, vectors, info_vectors = lapack.dstemr(d, np.append(e, 0.0), 2, 0.0, 0.0, n - top + 1, n)
-    if info or info_values or info_vectors or found != top:
-        return None
-    vectors = vectors[:, :top]
-    vectors[1:], _, info = lapack.dormqr("L", "N", reflectors[1:, :n - 1], tau, vectors[1:], lwork=64 * top + 65 * 64)
-    return None if info else (values[::-1], vectors[:, ::-1])
 
 
 def fit_pca(states: torch.Tensor, top: int | None = None) -> PCA:
@@ -81,7 +64,8 @@ def fit_pca(states: torch.Tensor, top: int | None = None) -> PCA:
 
 def fit_pcas(states: list[torch.Tensor], top: int) -> list[PCA]:
     """``[fit_pca(s, top) for s in states]``; on the CPU a layer per core at once. LAPACK's tridiagonal reduction,
-    most of a PCA, does not go faster on two threads (BLAS-2, bound by memory), but two reductions on two cores do."""
+    most of a PCA, does not go faster on two threads (BLAS-2, bound by memory), but two reductions on two cores do
+    (they run without the GIL: :mod:`analysis.geometry.eigen`)."""
     if len(states) < 2 or states[0].device.type != "cpu":
         return [fit_pca(s, top) for s in states]
     with one_blas_thread():
