@@ -9,6 +9,7 @@ from scipy.spatial.distance import pdist
 from analysis.errors import InputError
 from analysis.geometry import pga
 from analysis.geometry.ccr import fit_pca, fit_pcas, remove_components
+from analysis.geometry.eigen import top_eigh
 from analysis.geometry.pga import PGASettings, null_bases, pga_sweep, sample_pairs
 from analysis.geometry.ranks import (
     centred_ranks,
@@ -338,6 +339,22 @@ def test_top_components_equal_the_full_eigendecomposition_both_ways(monkeypatch)
         torch.testing.assert_close((top.components * full.components[:, :8]).sum(0).abs(),
                                    torch.ones(8, dtype=torch.float64), rtol=0, atol=1e-9)
         assert top.components[0, 0].abs() > 0.99  # the planted top axis
+
+
+@pytest.mark.parametrize("n, top", [(3, 1), (40, 8), (300, 32)])
+def test_the_compiled_tridiagonal_route_equals_eigh(n, top):
+    rng = np.random.default_rng(n)
+    axes = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    spectrum = np.geomspace(100, 1e-3, n)
+    spectrum[1] = spectrum[2]  # a repeated eigenvalue below the top one
+    matrix = (axes * spectrum) @ axes.T
+    values, vectors, info = top_eigh(matrix.copy(), top)
+    expected_values, expected_vectors = np.linalg.eigh(matrix)
+    assert info == 0 and vectors.shape == (top, n)
+    np.testing.assert_allclose(values, expected_values, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(vectors @ vectors.T, np.eye(top), atol=1e-10)  # orthonormal, also where values repeat
+    np.testing.assert_allclose(matrix @ vectors.T, vectors.T * values[-top:], atol=1e-9)  # eigenpairs of the top
+    assert abs(vectors[-1] @ expected_vectors[:, -1]) > 1 - 1e-10  # the planted top axis
 
 
 def test_layers_fitted_a_layer_per_core_equal_those_fitted_one_at_a_time():
