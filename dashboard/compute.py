@@ -452,16 +452,26 @@ def series(view: ViewState, model: str, revisions: list[str], k: int | None = No
 
 def stored_or_preview_series(view: ViewState, model: str, revisions: list[str], k: int | None = None,
                              ccr: int = 1) -> CheckpointSeries | None:
-    """The stored series; else, on a CPU, its preview from the checkpoints' cached hidden states (no model
-    loaded); else None (a checkpoint has never been measured: only the exact series will do)."""
+    """The stored series; else, on a CPU, its preview from the checkpoints' cached hidden states, readout bases and
+    losses (a checkpoint that misses one is loaded first for them: a forward pass, not the exact sweep); on a GPU,
+    None (the exact series is as quick to come)."""
     ks, text = (k,) if k else None, corpus(view)
     stored = analyses.checkpoint_series(model, revisions, text, view.sampling, ks, (ccr,), compute=view.compute,
                                         stored_only=True)
     if stored is not None or not needs_preview(view.device):
         return stored
-    with st.spinner("Preview ..."), policy().hold(Priority.PREVIEW, "a series preview"):
-        return analyses.checkpoint_series(model, revisions, text, view.sampling, ks, (ccr,), compute=view.compute,
-                                          preview=True)
+
+    def preview() -> CheckpointSeries | None:
+        with st.spinner("Preview ..."), policy().hold(Priority.PREVIEW, "a series preview"):
+            return analyses.checkpoint_series(model, revisions, text, view.sampling, ks, (ccr,),
+                                              compute=view.compute, preview=True)
+
+    found = preview()
+    if found is None:
+        with Bar("Hidden states of the checkpoints") as bar:
+            analyses.prepare_series(model, revisions, text, view.sampling, view.compute, bar)
+        found = preview()
+    return found
 
 
 def convergence(view: ViewState, a: ModelChoice, b: ModelChoice, units: int) -> ConvergenceRun:

@@ -1,6 +1,8 @@
 """Across models: z against relative depth for several models (or checkpoints), and whether two of
 them arrange the same texts alike (full spaces, readout subspaces, random subspaces)."""
 
+import math
+
 import streamlit as st
 
 from analysis.results.collections import CheckpointSeries, DepthCurves
@@ -49,12 +51,22 @@ k = int(st.number_input("k (capped at d / 4 of each model)", 1, 8192, PAPER_K))
 with compute.friendly_errors():
     choices = [ModelChoice.parse(line) for line in text.splitlines() if line.strip()]
     widths = {c.label: compute.card(compute.resolved(c.name, c.revision or ""))["d_model"] for c in choices}
-    summaries = {c.label: compute.series(view, c.name, [c.revision or ""], capped_k(k, widths[c.label]),
-                                         DEFAULT_CCR) for c in choices}
-curves = DepthCurves({label: series.results[0].layers for label, series in summaries.items()})
+    asked = {c.label: (c.name, [c.revision or ""], capped_k(k, widths[c.label]), DEFAULT_CCR) for c in choices}
+    # stored, else a preview (each model's forward pass first, where its states are not cached), else computed now
+    summaries = {label: compute.stored_or_preview_series(view, *args) or compute.series(view, *args)
+                 for label, args in asked.items()}
+curves = DepthCurves({label: series.results[0].layers for label, series in summaries.items()},
+                     any(series.preview for series in summaries.values()))
+losses = {label: "(follows with the exact curve)" if math.isnan(series.results[0].loss)  # a preview measures none
+          else f"{series.results[0].loss:.2f}" for label, series in summaries.items()}
 chart(curves.figure(), curves.table(), "z-relative-depth",
       "; ".join(f"{label}: {series.describe(series.ks[0], DEFAULT_CCR)}" for label, series in summaries.items())
-      + " Held-out loss: " + ", ".join(f"{label} {s.results[0].loss:.2f}" for label, s in summaries.items()))
+      + " Held-out loss: " + ", ".join(f"{label} {loss}" for label, loss in losses.items()))
+if curves.preview:  # the exact curves, from each model's cached states; a newer move stops them
+    with compute.friendly_errors():
+        for args in asked.values():
+            compute.series(view, *args)
+    st.rerun()
 
 st.subheader("Convergence between two models")
 st.caption("Units: mean-pooled hidden states of the same ~400-character passages of the built-in text, so "

@@ -131,11 +131,19 @@ def test_training_page_without_checkpoints_offers_the_demo(tiny_models):
 
 
 @pytest.mark.parametrize("page", ["pages/models.py", "pages/probes.py", "pages/token_map.py"])
-def test_issue6_pages_on_a_tiny_model(tiny_models, page):
+def test_issue6_pages_on_a_tiny_model(tiny_models, page, monkeypatch):
+    from analysis.runs import analyses
+
+    series_previews = []
+    monkeypatch.setattr(analyses, "checkpoint_series", lambda *args, real=analyses.checkpoint_series, **kwargs:
+                        series_previews.append(kwargs.get("preview", False)) or real(*args, **kwargs))
     app = run_page(page, model=tiny_models[("llama", False)], n_tokens=128)
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
     assert charts(app)
+    if page == "pages/models.py":  # previewed first (after the model's forward pass alone), then redrawn exact
+        assert True in series_previews and series_previews[-1] is False
+        assert charts(app)[0]["layout"]["title"]["text"] == "z against relative depth"
 
 
 def test_sweep_results_appear_without_loading_the_models(series, tmp_path, monkeypatch):

@@ -1,3 +1,4 @@
+import math
 import shutil
 from dataclasses import replace
 
@@ -8,7 +9,7 @@ from analysis.errors import InputError
 from analysis.geometry.pga import PGASettings
 from analysis.models.train_demo import DemoSettings, train_demo
 from analysis.runs import series as series_module
-from analysis.runs.series import check_series, training_sweep
+from analysis.runs.series import check_series, prepare_checkpoints, training_sweep
 from analysis.runs.settings import preview_settings
 from analysis.storage.cache import ResultCache
 from tests.test_live import tolerance
@@ -105,3 +106,27 @@ def test_a_new_setting_is_previewed_then_measured_from_the_cache_without_loading
         assert tolerance(seen.at(16, 1), measured.at(16, 1)) <= 1  # the same statistic on fewer pairs
     again = training_sweep(name, revisions, builtin_corpus(), sampling, wider, "cpu", cache=cache, stored_only=True)
     assert [r.to_json() for r in again.results] == [r.to_json() for r in exact.results]
+
+
+def test_a_series_never_measured_is_previewed_after_its_forward_passes_alone(demo, tmp_path, monkeypatch):
+    root, _, _ = demo
+    name, revisions, cache = str(root / "neox-d16"), ["checkpoint-0", "checkpoint-64"], ResultCache(tmp_path)
+    sampling = Sampling(n_tokens=256, window=32, per_window=16)
+    quick = preview_settings(SETTINGS, "cpu")
+    assert training_sweep(name, revisions, builtin_corpus(), sampling, quick, "cpu", cache=cache) is None
+    loaded, measured = [], []
+    real_load, real_pga = series_module.load, series_module.cached_pga
+    monkeypatch.setattr(series_module, "load", lambda ref, **kw: loaded.append(ref.revision) or real_load(ref, **kw))
+    monkeypatch.setattr(series_module, "cached_pga", lambda *a, **kw: measured.append(a[4]) or real_pga(*a, **kw))
+    prepare_checkpoints(name, revisions[:1], builtin_corpus(), sampling, "cpu", cache=cache)
+    assert loaded == ["checkpoint-0"] and not measured  # a forward pass and the readout: no PGA, no loss
+    prepare_checkpoints(name, revisions, builtin_corpus(), sampling, "cpu", cache=cache)
+    assert loaded == ["checkpoint-0", "checkpoint-64"]  # only the checkpoint that missed its states
+    preview = training_sweep(name, revisions, builtin_corpus(), sampling, quick, "cpu", cache=cache)
+    assert preview.preview and len(loaded) == 2 and all(settings.preview for settings in measured)
+    assert all(math.isnan(r.loss) for r in preview.results)  # measured by the exact series
+    exact = training_sweep(name, revisions, builtin_corpus(), sampling, SETTINGS, "cpu", cache=cache)
+    assert not exact.preview and all(r.loss > 0 for r in exact.results)
+    assert loaded == revisions * 2  # loaded again for the loss
+    for seen, final in zip(preview.results, exact.results, strict=True):
+        assert tolerance(seen.at(8, 1), final.at(8, 1)) <= 1  # the same statistic on fewer pairs

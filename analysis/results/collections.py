@@ -228,9 +228,11 @@ class CheckpointSeries:
 
 @dataclass(frozen=True)
 class DepthCurves:
-    """z curves of several models or checkpoints, to be compared against relative depth."""
+    """z curves of several models or checkpoints, to be compared against relative depth; ``preview``: some are
+    previews, which exact curves replace."""
 
     curves: dict[str, list[LayerPGA]]
+    preview: bool = False
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame([{"series": name, "layer": x.layer, "relative_depth": x.layer / max(len(layers) - 1, 1),
@@ -238,7 +240,7 @@ class DepthCurves:
                              for x in layers])
 
     def figure(self) -> go.Figure:
-        return figures.z_by_relative_depth(self.curves)
+        return figures.z_by_relative_depth(self.curves, self.preview)
 
     def pc1_figure(self) -> go.Figure:
         return figures.pc1_by_relative_depth(self.curves)

@@ -291,8 +291,9 @@ def checkpoint_heatmaps(series: list, k: int, ccr: int, title: str = "Across tra
     return _layout(fig, title, height=760)
 
 
-def z_by_relative_depth(curves: dict[str, list[LayerPGA]]) -> go.Figure:
-    """z curves of several models (or checkpoints) against relative depth (layer / last layer)."""
+def z_by_relative_depth(curves: dict[str, list[LayerPGA]], preview: bool = False) -> go.Figure:
+    """z curves of several models (or checkpoints) against relative depth (layer / last layer); titled a preview
+    when ``preview``."""
     fig = go.Figure()
     fig.add_hrect(y0=-2, y1=2, fillcolor="grey", opacity=0.15, line_width=0)
     for colour, (name, results) in zip(colours(len(curves)), curves.items(), strict=True):
@@ -301,7 +302,7 @@ def z_by_relative_depth(curves: dict[str, list[LayerPGA]]) -> go.Figure:
                                  name=name, line=dict(color=colour)))
     fig.update_xaxes(title="relative depth (layer / last layer)")
     fig.update_yaxes(title="z")
-    return _layout(fig, "z against relative depth")
+    return _layout(fig, "Preview: z against relative depth" if preview else "z against relative depth")
 
 
 def pc1_by_relative_depth(curves: dict[str, list[LayerPGA]]) -> go.Figure:

@@ -64,7 +64,7 @@ from analysis.runs.pipeline import (
     preview_texts,
     ready_pcas,
 )
-from analysis.runs.series import free_memory, training_sweep, weights_fingerprint
+from analysis.runs.series import free_memory, prepare_checkpoints, training_sweep, weights_fingerprint
 from analysis.runs.settings import (
     CONVERGENCE_N_NULL,
     CONVERGENCE_UNITS,
@@ -262,6 +262,14 @@ def checkpoint_series(name: str, revisions: list[str] | None, corpus: Corpus, sa
         settings = preview_settings(settings, compute.device)
     return training_sweep(name, revisions, corpus, sampling, settings, compute.device, progress, cache, store,
                           compute.dtype, stored_only)
+
+
+def prepare_series(name: str, revisions: list[str], corpus: Corpus, sampling: Sampling,
+                   compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
+                   cache: ResultCache | None = None) -> None:
+    """Each checkpoint's hidden states, readout basis and held-out loss cached, loading those that miss one: then
+    :func:`checkpoint_series` can preview the series (``preview=True``) with no model loaded."""
+    prepare_checkpoints(name, revisions, corpus, sampling, compute.device, compute.dtype, progress, cache)
 
 
 def checkpoint_list(name: str) -> list[dict]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import gc
 import json
+import math
 import time
 from collections.abc import Iterator
 
@@ -113,34 +114,63 @@ def measure_checkpoint(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, 
                         list(range(entry.value.n_layers)), compute.device, progress, cache)
     timings["metrics"] = time.perf_counter() - start
     start = time.perf_counter()
+    loss = heldout_loss(loaded, corpus, sampling, cache)
+    timings["loss"] = time.perf_counter() - start
+    return checkpoint_record(loaded.ref, dtype_name(loaded.dtype), str(loaded.device), layers, loss, timings)
 
-    def heldout_loss() -> float:
+
+def heldout_loss(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, cache: ResultCache) -> float:
+    """The mean next-token loss on ``LOSS_WINDOWS`` windows of the text outside the sampled positions (cached)."""
+    def measured() -> float:
         sample = token_sample(loaded, corpus, sampling, cache)
         windows = heldout_windows(tokenised_corpus(loaded, corpus, cache), sample, sampling, LOSS_WINDOWS,
                                   bos_token(loaded.tokenizer))
         return float(mean_loss(loaded, windows))
 
-    loss = cache.get_or_compute("loss", LOSS_VERSION, loss_spec(loaded.spec, corpus, sampling), heldout_loss,
-                                float).value
-    timings["loss"] = time.perf_counter() - start
-    return checkpoint_record(loaded.ref, dtype_name(loaded.dtype), str(loaded.device), layers, loss, timings)
+    return cache.get_or_compute("loss", LOSS_VERSION, loss_spec(loaded.spec, corpus, sampling), measured, float).value
 
 
 def record_from_cache(ref: ModelRef, dtype: str, device: str, corpus: Corpus, sampling: Sampling,
                       settings: PGASettings, cache: ResultCache, progress: Progress | None = None) -> dict | None:
     """The :func:`measure_checkpoint` record with no model loaded, from the checkpoint's cached hidden states,
-    readout basis and loss (PGA computed, and cached, where missing); None when any of the three is missing."""
+    readout basis and loss (PGA computed, and cached, where missing); None when any of the three is missing. A preview
+    (``settings.preview``) needs no loss: NaN until the exact series measures it."""
     model = {**ref.spec, "dtype": dtype}
     entry = stored_hidden_states(model, corpus, sampling, cache)
     basis = stored_readout(model, cache)
     loss = cache.get("loss", LOSS_VERSION, loss_spec(model, corpus, sampling), float)
-    if entry is None or basis is None or loss is None:
+    if entry is None or basis is None or (loss is None and not settings.preview):
         return None
     start = time.perf_counter()
     layers = cached_pga(entry.value, entry.provenance["spec"], basis, model, settings,
                         list(range(entry.value.n_layers)), device, progress, cache)
-    return checkpoint_record(ref, dtype, str(pick_device(device)), layers, loss.value,
+    return checkpoint_record(ref, dtype, str(pick_device(device)), layers, math.nan if loss is None else loss.value,
                              {"metrics": time.perf_counter() - start})
+
+
+def prepare_checkpoints(name: str, revisions: list[str], corpus: Corpus, sampling: Sampling, device: str = "auto",
+                        dtype: str = "auto", progress: Progress | None = None,
+                        cache: ResultCache | None = None) -> None:
+    """Into ``cache``, what a preview of the series reads with no model loaded (:func:`record_from_cache`): each
+    checkpoint's hidden states and readout basis (not its held-out loss, which the exact series measures: 16 more
+    windows through the model, a third of the forward pass at N = 512). A checkpoint that misses one is loaded, in
+    turn; the others are not."""
+    cache = cache or default_cache()
+    refs = check_series(name, revisions)
+    concrete = dtype_name(pick_dtype(dtype, pick_device(device)))
+    for number, ref in enumerate(refs):
+        report(progress, "checkpoints", number, len(refs))
+        model = {**ref.spec, "dtype": concrete}
+        if stored_hidden_states(model, corpus, sampling, cache) is not None and stored_readout(model, cache):
+            continue
+        loaded = load(ref, device=device, dtype=concrete)
+        try:
+            hidden_states(loaded, corpus, sampling, Compute(device, concrete).batch_size, progress, cache)
+            model_readout(loaded, cache)
+        finally:
+            del loaded
+            free_memory()
+    report(progress, "checkpoints", len(refs), len(refs))
 
 
 def measure_runs(ref: ModelRef, device: str, dtype: str, corpus: Corpus, runs: list[tuple[Sampling, PGASettings]],
