@@ -373,21 +373,36 @@ def report_download(view: ViewState, loaded: LoadedModel) -> Callable[[], str]:
     return generate
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _side(choice: ModelChoice, corpus_key: str, _view: ViewState) -> TriageRun:
-    with Bar(f"Triage of {choice.label}") as bar:
-        loaded = analyses.open_model(choice, _view.compute, bar)
+def _side_triage(choice: ModelChoice, view: ViewState, preview: bool) -> TriageRun:
+    with Bar(f"{'Preview' if preview else 'Triage'} of {choice.label}") as bar:
+        loaded = analyses.open_model(choice, view.compute, bar)
         try:
-            return analyses.model_triage(loaded, corpus(_view), _view.sampling, _view.compute, bar)
+            return analyses.model_triage(loaded, corpus(view), view.sampling, view.compute, bar, preview=preview)
         finally:
             del loaded
             free_memory()
 
 
-def side(view: ViewState, choice: ModelChoice) -> TriageRun:
+@st.cache_data(show_spinner=False, max_entries=16)
+def _side(choice: ModelChoice, corpus_key: str, _view: ViewState) -> TriageRun:
+    return _side_triage(choice, _view, preview=False)
+
+
+def side(view: ViewState, choice: ModelChoice, preview: bool = False) -> TriageRun:
     """One side of a comparison: the triage of ``choice`` on the view's text and sampling (the model is
-    loaded for the call and released; the result is kept in memory)."""
-    return _side(choice, f"{view.corpus}|{corpus(view).sha256}|{view.sampling.spec}|{view.device}", view)
+    loaded for the call and released; the result is kept in memory). ``preview``: where this session has not had
+    the exact triage yet, the stored one or else its preview (:func:`analysis.runs.analyses.model_triage`: after the
+    forward pass, seconds instead of the exact sweep), kept in memory by no one: the page asks for the exact one
+    after drawing it."""
+    key = f"{view.corpus}|{corpus(view).sha256}|{view.sampling.spec}|{view.device}"
+    had = st.session_state.setdefault("exact sides", set())
+    if preview and (choice, key) not in had:
+        run = _side_triage(choice, view, preview=True)
+        if not run.pga.preview:  # stored: the exact triage
+            had.add((choice, key))
+        return run
+    had.add((choice, key))
+    return _side(choice, key, view)
 
 
 def readout(loaded: LoadedModel) -> ReadoutBasis:

@@ -34,7 +34,10 @@ text_b = pick(columns[1], "Model B", st.query_params.get("b", start_a)).strip()
 remember(a=text_a, b=text_b)
 with compute.friendly_errors():
     choice_a, choice_b = ModelChoice.parse(text_a), ModelChoice.parse(text_b)
-    runs = {"A": compute.side(view, choice_a), "B": compute.side(view, choice_b)}
+    # stored, else a preview of each side (its forward pass, then the z preview), the exact triage after them
+    runs = {"A": compute.side(view, choice_a, preview=True)}
+    runs["B"] = runs["A"] if choice_b == choice_a else compute.side(view, choice_b, preview=True)
+previewed = any(run.pga.preview for run in runs.values())
 if choice_a == choice_b:
     st.info("Model A and model B are the same reference: change one (another model, or name@another-checkpoint).")
 
@@ -43,14 +46,15 @@ for column, (side, run) in zip(st.columns(2), runs.items(), strict=True):
     named = run.card["name"] + (f" @ {run.card['revision']}" if run.card["revision"] else "")
     column.markdown(f"**{side}: {literal(named)}**  \n{literal(run.card['identity'])}")
     metrics = column.columns(2)
-    metrics[0].metric("Peak z", f"{verdict.peak.z:.1f}", f"layer {verdict.peak.layer}", delta_color="off",
-                      delta_arrow="off")
+    metrics[0].metric("Peak z (preview)" if run.pga.preview else "Peak z", f"{verdict.peak.z:.1f}",
+                      f"layer {verdict.peak.layer}", delta_color="off", delta_arrow="off")
     metrics[1].metric("Regime", verdict.regime)
     metrics = column.columns(2)
     metrics[0].metric("epsilon", f"{run.stats.epsilon:.4f}")
     metrics[1].metric("Class", report.model_class)
 
-curves = DepthCurves({f"A: {choice_a.label}": runs["A"].pga.at(), f"B: {choice_b.label}": runs["B"].pga.at()})
+curves = DepthCurves({f"A: {choice_a.label}": runs["A"].pga.at(), f"B: {choice_b.label}": runs["B"].pga.at()},
+                     previewed)
 settings = "; ".join(f"{side}: {run.pga.describe()}" for side, run in runs.items())
 chart(curves.figure(), curves.table(), "side-by-side-z", settings)
 chart(curves.pc1_figure(), curves.table(), "side-by-side-pc1")
@@ -65,3 +69,8 @@ chart(figures.atlas_figure(published_models(), {f"{side}: {choice.label}": (widt
                                                 for side, choice in (("A", choice_a), ("B", choice_b))}),
       atlas_table(), "side-by-side-atlas", f"Both models among the published ones ({SOURCE}).")
 view_state_button(view, a=text_a, b=text_b)
+if previewed:  # the exact triage of each side (its hidden states cached now); a newer choice stops it
+    with compute.friendly_errors():
+        for choice in dict.fromkeys((choice_a, choice_b)):
+            compute.side(view, choice)
+    st.rerun()

@@ -91,10 +91,18 @@ def test_a_report_opens_offline_in_chromium_and_draws_its_charts(reports, tmp_pa
         driver.quit()
 
 
-def test_side_by_side_of_two_checkpoints_and_the_link_that_restores_it(series):
+def test_side_by_side_of_two_checkpoints_and_the_link_that_restores_it(series, monkeypatch):
+    from analysis.runs import analyses
+
+    previews = []  # whether each triage asked was a preview, and whether it came back one
+    monkeypatch.setattr(analyses, "model_triage", lambda *args, real=analyses.model_triage, **kwargs: previews.append(
+        (kwargs.get("preview", False), (run := real(*args, **kwargs)).pga.preview)) or run)
     a, b = f"{series}@checkpoint-0", f"{series}@checkpoint-20"
     app = run_page("pages/compare.py", model=series, n_tokens=128, a=a, b=b)
     assert not app.exception and not app.error, [e.value for e in app.error]
+    assert previews == [(True, True), (True, True), (False, False), (False, False)]  # drawn first, then exact
+    assert charts(app)[0]["layout"]["title"]["text"] == "z against relative depth"
+    assert [m.label for m in app.metric].count("Peak z") == 2
     z_chart = charts(app)[0]
     assert [trace["name"] for trace in z_chart["data"]] == [f"A: {a}", f"B: {b}"]
     first, second = (np.array(decode(trace["y"])) for trace in z_chart["data"])

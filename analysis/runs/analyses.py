@@ -77,6 +77,7 @@ from analysis.runs.settings import (
     Compute,
     ModelChoice,
     clip_epsilon,
+    needs_preview,
     pga_settings,
     preview_settings,
     preview_subspaces,
@@ -163,14 +164,22 @@ def warm_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: 
 
 def model_triage(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,
                  progress: Progress | None = None, cache: ResultCache | None = None,
-                 states: Entry | None = None, slot: Callable[[], AbstractContextManager] = nullcontext) -> TriageRun:
+                 states: Entry | None = None, slot: Callable[[], AbstractContextManager] = nullcontext,
+                 preview: bool = False) -> TriageRun:
     """The verdict: PGA at the default k and CCR over every layer, the worst late layer at a deeper
     CCR, and epsilon, class and capacity of the embedding. The hidden states are read once (``states``:
-    the entry when the caller already holds it); ``slot``: see :func:`cached_pga`."""
+    the entry when the caller already holds it); ``slot``: see :func:`cached_pga`. ``preview``: where the exact
+    curve is not stored yet (and on a CPU), the verdict on its preview (``preview_settings``), without the deeper
+    CCR: a first answer the exact verdict then replaces."""
     states = states or model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
-    run = model_pga(loaded, corpus, sampling, compute=compute, progress=progress, cache=cache, states=states,
-                    slot=slot)
-    worst = worst_late_layer(run.at())
+    settings = pga_settings(loaded.anatomy.d_model, seed=sampling.seed)
+    quick = preview and needs_preview(compute.device)
+    run = model_pga(loaded, corpus, sampling, settings, compute=compute, progress=progress, cache=cache, states=states,
+                    slot=slot, stored_only=quick)
+    if run is None:
+        run = model_pga(loaded, corpus, sampling, preview_settings(settings, compute.device), compute=compute,
+                        progress=progress, cache=cache, states=states, slot=slot)
+    worst = None if run.preview else worst_late_layer(run.at())
     deeper = None
     if worst is not None:
         deeper_settings = pga_settings(loaded.anatomy.d_model, run.settings.ks, (TRIAGE_DEEPER_CCR,),
