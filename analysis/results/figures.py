@@ -27,7 +27,8 @@ FORMULA_LABELS = {"full": "fully parameterised", "adjusted": "adjusted (C = 1.29
                   "jl_fitted": "JL fitted (C = 3.0295)", "jl_proven": "JL proven (C = 8)"}
 # Every figure's template, as plotly's default: applied when a figure is serialised, where naming it in each layout
 # validated a copy of it per figure (~20 ms each, six figures in a page run of Readout alignment).
-pio.templates.default = "plotly_white"
+TEMPLATE = "plotly_white"
+pio.templates.default = TEMPLATE
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
            "#7f7f7f")
 

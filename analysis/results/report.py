@@ -20,7 +20,7 @@ from plotly.offline import get_plotlyjs
 from analysis.capacity.atlas import SOURCE
 from analysis.capacity.formulas import CLASS_NOTES, FORMULAS
 from analysis.results.collections import CapacityRun, PGARun, TriageRun
-from analysis.results.figures import FORMULA_LABELS
+from analysis.results.figures import FORMULA_LABELS, TEMPLATE
 from analysis.results.glossary import explain, glossary
 
 STYLE = """
@@ -186,5 +186,10 @@ def _table(rows: list[tuple], code: set[str] = frozenset()) -> str:
 
 
 def _figure(figure: go.Figure, element_id: str) -> str:
-    """The figure as a div with a fixed id (plotly would pick a random one), drawing with the inline plotly.js."""
-    return figure.to_html(full_html=False, include_plotlyjs=False, div_id=element_id)
+    """The figure as a div with a fixed id (plotly would pick a random one), drawing with the inline plotly.js.
+
+    Its template is named in its own layout: plotly's default is process-wide, and importing streamlit
+    swaps it for one whose placeholder colours only streamlit's frontend fills in.
+    """
+    own = go.Figure(figure).update_layout(template=TEMPLATE)
+    return own.to_html(full_html=False, include_plotlyjs=False, div_id=element_id)
