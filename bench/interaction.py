@@ -10,10 +10,11 @@ seeded, and never stored); per move, the app's exact curve against the engine's 
 setting on the same states; and (``--pages``) each other page's first chart and exact charts.
 
 Usage: python bench/interaction.py [--model smollm2-135m | --shape pythia-410m] [--n-tokens 512] [--moves 10]
-[--jumps 4] [--pause 0] [--first triage | readout] [--pages] (needs Debian's chromium and chromium-driver;
-``--fetch``: the model is fetched and converted first; ``--shape``: a random model of that Pythia shape is saved with
-``save_pretrained`` first; ``--first``: the page opened first on the empty cache; ``--pages``: then each other page
-that computes on the model, until its first chart and until its exact charts are drawn).
+[--jumps 4] [--pause 0] [--first triage | readout | models | compare] [--pages] (needs Debian's chromium and
+chromium-driver; ``--fetch``: the model is fetched and converted first; ``--shape``: a random model of that Pythia
+shape is saved with ``save_pretrained`` first; ``--first``: the page opened first on the empty cache (Across models
+and Side by side of the model alone: until its first chart and until its exact charts are drawn); ``--pages``: then
+each other page that computes on the model, until its first chart and until its exact charts are drawn).
 """
 
 import argparse
@@ -142,7 +143,7 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.0,
                         help="seconds to look at each exact curve before the next move (background fill runs)")
     parser.add_argument("--jumps", type=int, default=4, help="then this many jumps to a slider's end or start")
-    parser.add_argument("--first", choices=("triage", "readout"), default="triage",
+    parser.add_argument("--first", choices=("triage", "readout", *FIRST_PAGES), default="triage",
                         help="the page opened first, on the empty results cache")
     parser.add_argument("--fetch", action="store_true", help="start with no model fetched either (first fetch)")
     parser.add_argument("--shape", help="a random model of this Pythia shape (bench/gpu.py's SHAPES), saved first")
@@ -175,6 +176,9 @@ def main() -> None:
             preview = wait_for(driver, "title().includes('Preview') || text().includes('Peak z')") + card
             verdict = wait_for(driver, "text().includes('Peak z') && !title().includes('Preview')") + preview
             print(f"Triage, first answer: card {card:.1f} s, z preview {preview:.1f} s, full verdict {verdict:.1f} s")
+        elif args.first in FIRST_PAGES:
+            print(f"{'page':30} {'first chart':>11} {'exact charts':>12}  first chart's title")
+            page_times(driver, url, query, args.first, FIRST_PAGES[args.first])
         driver.get(f"{url}/readout?{query}")
         first = wait_for(driver, "title().includes('z by layer')")
         exact = wait_for(driver, "title().includes('z by layer') && !title().includes('Preview')") + first
@@ -234,27 +238,32 @@ def move(driver, label: str, key: str, visited: list[tuple[str, float]], shown: 
 
 
 OTHER_PAGES = {"capacity": "Embedding geometry & capacity", "probes": "Linear probes", "token_map": "Token map"}
+FIRST_PAGES = {"models": "Across models", "compare": "Side by side"}  # each on the model alone
 
 
 def other_pages(driver, url: str, query: str, limit: float = 300) -> None:
-    """Open each page of ``OTHER_PAGES`` (the model loaded, its hidden states cached): print the seconds until its first
-    chart is drawn and until no chart is titled *Preview* (every exact chart in), ``limit`` seconds at most each (a
-    screenshot of a page that missed it is saved)."""
-    from selenium.common.exceptions import TimeoutException
-
+    """Time each page of ``OTHER_PAGES`` (the model loaded, its hidden states cached) with :func:`page_times`."""
     print(f"\nOther pages, the model loaded\n{'page':30} {'first chart':>11} {'exact charts':>12}  first chart's title")
     for path, name in OTHER_PAGES.items():
-        driver.get(f"{url}/{path}?{query}")
-        try:
-            first = wait_for(driver, "titles().length > 0", timeout=limit)
-            shown = re.sub(r"<[^>]+>", "", title(driver))[:60]
-            exact = wait_for(driver, "titles().length > 0 && !titles().includes('Preview')", timeout=limit) + first
-        except TimeoutException:
-            shot = Path(tempfile.gettempdir()) / f"interaction-{path}.png"
-            driver.save_screenshot(str(shot))
-            print(f"{name:30} not within {limit:g} s: {shot}")
-            continue
-        print(f"{name:30} {first:10.1f}s {exact:11.1f}s  {shown}")
+        page_times(driver, url, query, path, name, limit)
+
+
+def page_times(driver, url: str, query: str, path: str, name: str, limit: float = 300) -> None:
+    """Open page ``path``: print the seconds until its first chart is drawn and until no chart is titled *Preview*,
+    ``limit`` seconds at most (a screenshot of a page that missed it is saved)."""
+    from selenium.common.exceptions import TimeoutException
+
+    driver.get(f"{url}/{path}?{query}")
+    try:
+        first = wait_for(driver, "titles().length > 0", timeout=limit)
+        shown = re.sub(r"<[^>]+>", "", title(driver))[:60]
+        exact = wait_for(driver, "titles().length > 0 && !titles().includes('Preview')", timeout=limit) + first
+    except TimeoutException:
+        shot = Path(tempfile.gettempdir()) / f"interaction-{path}.png"
+        driver.save_screenshot(str(shot))
+        print(f"{name:30} not within {limit:g} s: {shot}")
+        return
+    print(f"{name:30} {first:10.1f}s {exact:11.1f}s  {shown}")
 
 
 def agreement(cache: Path, args, visited: list[tuple[str, float]]) -> str:

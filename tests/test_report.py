@@ -91,15 +91,16 @@ def test_a_report_opens_offline_in_chromium_and_draws_its_charts(reports, tmp_pa
         driver.quit()
 
 
-def test_side_by_side_of_two_checkpoints_and_the_link_that_restores_it(series, monkeypatch):
+def test_side_by_side_of_two_checkpoints_and_the_link_that_restores_it(series, monkeypatch, tmp_path):
     from analysis.runs import analyses
 
+    # a results cache of its own: results are keyed by the weights, and other tests store triages of the same weights
+    monkeypatch.setenv("RG_CACHE_DIR", str(tmp_path / "cache"))
     previews = []  # whether each triage asked was a preview, and whether it came back one
     monkeypatch.setattr(analyses, "model_triage", lambda *args, real=analyses.model_triage, **kwargs: previews.append(
         (kwargs.get("preview", False), (run := real(*args, **kwargs)).pga.preview)) or run)
     a, b = f"{series}@checkpoint-0", f"{series}@checkpoint-20"
-    # 96 tokens: a sampling no other test stores a triage of (a stored one is drawn as is, exact at once)
-    app = run_page("pages/compare.py", model=series, n_tokens=96, a=a, b=b)
+    app = run_page("pages/compare.py", model=series, n_tokens=128, a=a, b=b)
     assert not app.exception and not app.error, [e.value for e in app.error]
     assert previews == [(True, True), (True, True), (False, False), (False, False)]  # drawn first, then exact
     assert charts(app)[0]["layout"]["title"]["text"] == "z against relative depth"
@@ -113,7 +114,7 @@ def test_side_by_side_of_two_checkpoints_and_the_link_that_restores_it(series, m
     assert [t["name"] for t in atlas["data"] if t["marker"].get("symbol") == "star"] == [f"A: {a}", f"B: {b}"]
     link = {key: app.query_params[key] for key in ("a", "b")}
     assert link == {"a": a, "b": b}
-    again = run_page("pages/compare.py", model=series, n_tokens=96, **link)
+    again = run_page("pages/compare.py", model=series, n_tokens=128, **link)
     assert charts(again)[0]["data"] == z_chart["data"]
 
 
