@@ -374,13 +374,18 @@ def report_download(view: ViewState, loaded: LoadedModel) -> Callable[[], str]:
 
 
 def _side_triage(choice: ModelChoice, view: ViewState, preview: bool) -> TriageRun:
+    """The sidebar's own model is the resident one (neither loaded again nor released); another is loaded for the
+    call and released."""
+    resident = resolved(choice.name, choice.revision or "", choice.tokenizer or "") == view_ref(view)
+    loaded = loaded_model(view) if resident else None
     with Bar(f"{'Preview' if preview else 'Triage'} of {choice.label}") as bar:
-        loaded = analyses.open_model(choice, view.compute, bar)
+        loaded = loaded or analyses.open_model(choice, view.compute, bar)
         try:
             return analyses.model_triage(loaded, corpus(view), view.sampling, view.compute, bar, preview=preview)
         finally:
-            del loaded
-            free_memory()
+            if not resident:
+                del loaded
+                free_memory()
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -389,11 +394,11 @@ def _side(choice: ModelChoice, corpus_key: str, _view: ViewState) -> TriageRun:
 
 
 def side(view: ViewState, choice: ModelChoice, preview: bool = False) -> TriageRun:
-    """One side of a comparison: the triage of ``choice`` on the view's text and sampling (the model is
-    loaded for the call and released; the result is kept in memory). ``preview``: where this session has not had
-    the exact triage yet, the stored one or else its preview (:func:`analysis.runs.analyses.model_triage`: after the
-    forward pass, seconds instead of the exact sweep), kept in memory by no one: the page asks for the exact one
-    after drawing it."""
+    """One side of a comparison: the triage of ``choice`` on the view's text and sampling (the sidebar's model
+    is the resident one, another is loaded for the call and released; the result is kept in memory). ``preview``:
+    where this session has not had the exact triage yet, the stored one or else its preview
+    (:func:`analysis.runs.analyses.model_triage`: after the forward pass, seconds instead of the exact sweep), kept
+    in memory by no one: the page asks for the exact one after drawing it."""
     key = f"{view.corpus}|{corpus(view).sha256}|{view.sampling.spec}|{view.device}"
     had = st.session_state.setdefault("exact sides", set())
     if preview and (choice, key) not in had:

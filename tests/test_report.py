@@ -99,10 +99,14 @@ def test_side_by_side_of_two_checkpoints_and_the_link_that_restores_it(series, m
     previews = []  # whether each triage asked was a preview, and whether it came back one
     monkeypatch.setattr(analyses, "model_triage", lambda *args, real=analyses.model_triage, **kwargs: previews.append(
         (kwargs.get("preview", False), (run := real(*args, **kwargs)).pga.preview)) or run)
+    opened = []  # the models loaded for a side
+    monkeypatch.setattr(analyses, "open_model", lambda choice, *args, real=analyses.open_model: opened.append(
+        choice.label) or real(choice, *args))
     a, b = f"{series}@checkpoint-0", f"{series}@checkpoint-20"
-    app = run_page("pages/compare.py", model=series, n_tokens=128, a=a, b=b)
+    app = run_page("pages/compare.py", model=series, revision="checkpoint-20", n_tokens=128, a=a, b=b)
     assert not app.exception and not app.error, [e.value for e in app.error]
     assert previews == [(True, True), (True, True), (False, False), (False, False)]  # drawn first, then exact
+    assert opened == [a, a]  # B is the sidebar's model: the resident one, loaded for no side
     assert charts(app)[0]["layout"]["title"]["text"] == "z against relative depth"
     assert [m.label for m in app.metric].count("Peak z") == 2
     z_chart = charts(app)[0]
