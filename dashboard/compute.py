@@ -472,9 +472,9 @@ def series(view: ViewState, model: str, revisions: list[str], k: int | None = No
 
 def stored_or_preview_series(view: ViewState, model: str, revisions: list[str], k: int | None = None,
                              ccr: int = 1) -> CheckpointSeries | None:
-    """The stored series; else, on a CPU, its preview from the checkpoints' cached hidden states, readout bases and
-    losses (a checkpoint that misses one is loaded first for them: a forward pass, not the exact sweep); on a GPU,
-    None (the exact series is as quick to come)."""
+    """The stored series; else, on a CPU, its preview from the checkpoints' cached hidden states and readout bases (a
+    checkpoint that misses one is loaded first for them: a forward pass, not the exact sweep; the loss comes with
+    the exact series); on a GPU, None (the exact series is as quick to come)."""
     ks, text = (k,) if k else None, corpus(view)
     stored = analyses.checkpoint_series(model, revisions, text, view.sampling, ks, (ccr,), compute=view.compute,
                                         stored_only=True)

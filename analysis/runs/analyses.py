@@ -276,8 +276,9 @@ def checkpoint_series(name: str, revisions: list[str] | None, corpus: Corpus, sa
 def prepare_series(name: str, revisions: list[str], corpus: Corpus, sampling: Sampling,
                    compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
                    cache: ResultCache | None = None) -> None:
-    """Each checkpoint's hidden states, readout basis and held-out loss cached, loading those that miss one: then
-    :func:`checkpoint_series` can preview the series (``preview=True``) with no model loaded."""
+    """Each checkpoint's hidden states and readout basis cached, loading those that miss one (not the held-out loss,
+    which the exact series measures): then :func:`checkpoint_series` can preview the series (``preview=True``)
+    with no model loaded."""
     prepare_checkpoints(name, revisions, corpus, sampling, compute.device, compute.dtype, progress, cache)
 
 
