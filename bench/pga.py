@@ -123,7 +123,7 @@ def main() -> None:
     t_keys = seconds(lambda: [sort_rows(values) for _ in range(args.layers)], device)
     fastest = min(t_sort, t_keys)
 
-    quick, memory = preview_settings(settings, str(device)), EngineMemory()
+    quick, memory = preview_settings(settings), EngineMemory()
     t_cold = seconds(lambda: pga_sweep(states, basis, quick, device=str(device), memory=memory), device)
     t_warm = seconds(lambda: pga_sweep(states, basis, quick, device=str(device), memory=memory), device)
     t_slider = seconds(lambda: pga_sweep(states, basis, PGASettings(ks=(args.k // 2,), ccrs=(1,), n_null=args.n_null),

@@ -252,7 +252,7 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
     next pause point."""
     if not needs_preview(view.device):
         return pga(view, loaded, k, ccrs)
-    settings = preview_settings(_settings(loaded, view, k, ccrs), view.device)
+    settings = preview_settings(_settings(loaded, view, k, ccrs))
 
     @contextlib.contextmanager
     def slot():
@@ -309,7 +309,7 @@ def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, in
                           progress, states=held, slot=slot)
 
     def preview(k: int, c: int):
-        settings = preview_settings(_settings(loaded, view, k, (c,)), view.device)
+        settings = preview_settings(_settings(loaded, view, k, (c,)))
         return lambda progress, slot: analyses.model_pga(loaded, text, view.sampling, settings,
                                                          compute=view.compute, states=held, slot=slot)
 

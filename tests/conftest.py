@@ -12,7 +12,7 @@ os.environ["RG_CACHE_DIR"] = str(_SESSION_DIR / "cache")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RG_DEBUG", "1")  # a bug raises its exception (the one-line handler tests unset it)
 # The tests compare float32 numbers: run as on a CPU without bfloat16 arithmetic whatever the host has (an AVX512-BF16
-# host would pick bfloat16 states and bfloat16 previews); tests/test_cpu_class.py tests both choices.
+# host would pick bfloat16 states); tests/test_cpu_class.py tests both choices.
 os.environ["RG_NATIVE_BF16"] = "0"
 # The dashboard opens files only under allowed roots: the tests' models and texts live in the temp folder.
 os.environ.setdefault("RG_ALLOWED_ROOTS", os.pathsep.join([tempfile.gettempdir(), os.environ["RG_CACHE_DIR"]]))

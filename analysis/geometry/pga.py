@@ -20,8 +20,8 @@ inside V_k, the share of the total variance inside V_k, and the spectral metrics
 states (``analysis.geometry.spectral``).
 
 Option ``ccr_fit="half"``: the mean and components are fitted on a seeded random half of the
-tokens, and everything is scored on the other half (N halves). For previews: ``projection="bfloat16"``
-multiplies ``H V`` for every subspace in bfloat16 (4x faster where the CPU has bfloat16 arithmetic).
+tokens, and everything is scored on the other half (N halves). Option ``projection="bfloat16"``: ``H V`` is
+multiplied for every subspace in bfloat16 (2-4x faster where the CPU has bfloat16 arithmetic, rho within ~1e-3).
 
 Each layer's principal components are kept in memory (a few MB, keyed by the states' bytes), so a
 new k or CCR depth on states seen before skips the PCA.

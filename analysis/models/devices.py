@@ -38,7 +38,7 @@ def cpu_flags() -> set[str]:
 
 def cpu_has_native_bf16() -> bool:
     """True on CPUs with bfloat16 arithmetic (AVX512-BF16 or AMX), unless ``RG_NATIVE_BF16=0`` turns the choice
-    off. It decides the CPU's ``auto`` dtype and the preview's projection (``bench/laptop.py`` sets it, with every
+    off. It decides the CPU's ``auto`` dtype (``bench/laptop.py`` sets it, with every
     library's kernels held to AVX2, to run as a laptop with AVX2 and no bfloat16 would)."""
     if os.environ.get(NATIVE_BF16_SETTING, "").strip().lower() in ("0", "false", "no", "off"):
         return False

@@ -177,7 +177,7 @@ def model_triage(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, comput
     run = model_pga(loaded, corpus, sampling, settings, compute=compute, progress=progress, cache=cache, states=states,
                     slot=slot, stored_only=quick)
     if run is None:
-        run = model_pga(loaded, corpus, sampling, preview_settings(settings, compute.device), compute=compute,
+        run = model_pga(loaded, corpus, sampling, preview_settings(settings), compute=compute,
                         progress=progress, cache=cache, states=states, slot=slot)
     worst = None if run.preview else worst_late_layer(run.at())
     deeper = None
@@ -268,7 +268,7 @@ def checkpoint_series(name: str, revisions: list[str] | None, corpus: Corpus, sa
     d = model_card(ModelChoice(name, revisions[-1] or None))["d_model"]
     settings = pga_settings(d, ks, ccrs, n_null, sampling.seed)
     if preview:
-        settings = preview_settings(settings, compute.device)
+        settings = preview_settings(settings)
     return training_sweep(name, revisions, corpus, sampling, settings, compute.device, progress, cache, store,
                           compute.dtype, stored_only)
 

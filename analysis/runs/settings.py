@@ -28,7 +28,7 @@ from analysis.geometry.pga import PAPER_K as PAPER_K  # re-exported: the pages a
 from analysis.geometry.pga import PGASettings, default_k
 from analysis.geometry.pga import capped_k as capped_k  # re-exported: one k asked of several models
 from analysis.models.builtin import BUILTIN_NAME
-from analysis.models.devices import cpu_has_native_bf16, pick_device
+from analysis.models.devices import pick_device
 
 _PGA_DEFAULTS = {f.name: f.default for f in fields(PGASettings)}
 DEFAULT_CCR = _PGA_DEFAULTS["ccrs"][0]
@@ -99,23 +99,24 @@ PREVIEW_BLOCK = 128
 PREVIEW_N_NULL = 30
 
 
-def preview_settings(settings: PGASettings, device: str = "auto") -> PGASettings:
+def preview_settings(settings: PGASettings) -> PGASettings:
     """The same statistic on less work, for a curve drawn at once: every pair inside seeded random blocks
     of 128 tokens (each token in 127 pairs; 32,512 of the 130,816 pairs at N = 512, the same for the readout
-    and every null draw), the first 30 of the R null draws, and on a CPU with bfloat16 arithmetic the
-    projection multiplied in bfloat16.
+    and every null draw), the first 30 of the R null draws. Projected in float32 on every CPU, as the exact run is:
+    what a preview projects afresh serves the exact run after it (:func:`preview_subspaces`), where a bfloat16
+    projection, twice as fast on a CPU with bfloat16 arithmetic, served no one (a jump to k = 288 drew its exact curve
+    0.4-0.7 s later, BENCHMARKS.md).
     Measured against the exact curve in BENCHMARKS.md; rejected there: fewer tokens (z depends on them),
     the pairs inside blocks of 64 tokens with all 100 draws (three times the work for the same agreement)."""
-    fast_bf16 = pick_device(device).type == "cpu" and cpu_has_native_bf16()
     return replace(settings, pair_blocks=PREVIEW_BLOCK, n_null=min(settings.n_null, PREVIEW_N_NULL),
-                   projection="bfloat16" if fast_bf16 else "float32", preview=True)
+                   projection="float32", preview=True)
 
 
 def preview_subspaces(settings: PGASettings, device: str = "auto") -> int:
     """How many leading subspaces of an exact sweep of ``settings`` (the readout, then null draws) a preview of the
     same settings scores, where it can start from the exact sweep's projections (``pga_sweep``'s ``for_previews``);
-    0 where it cannot: on a GPU (no preview) or when the preview projects in another dtype."""
-    preview = preview_settings(settings, device)
+    0 where it cannot: on a GPU (no preview) or when the exact sweep projects in bfloat16."""
+    preview = preview_settings(settings)
     return preview.n_null + 1 if needs_preview(device) and preview.projection == settings.projection else 0
 
 
