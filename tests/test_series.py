@@ -125,7 +125,7 @@ def test_a_series_never_measured_is_previewed_after_its_forward_passes_alone(dem
     preview = training_sweep(name, revisions, builtin_corpus(), sampling, quick, "cpu", cache=cache)
     assert preview.preview and len(loaded) == 2 and all(settings.preview for settings in measured)
     assert all(math.isnan(r.loss) for r in preview.results)  # measured by the exact series
-    assert "the loss follows with it" in preview.describe(8, 1)
+    assert "(the exact series follows, with the loss on 16 held-out windows" in preview.describe(8, 1)
     exact = training_sweep(name, revisions, builtin_corpus(), sampling, SETTINGS, "cpu", cache=cache)
     assert not exact.preview and all(r.loss > 0 for r in exact.results)
     assert "; loss on" in exact.describe(8, 1) and "follows" not in exact.describe(8, 1)

@@ -202,11 +202,11 @@ class CheckpointSeries:
 
     def describe(self, k: int, ccr: int) -> str:
         sampling, settings = self.spec["sampling"], self.spec["settings"]
-        preview = f"Preview on {self.preview_work} (the exact series follows): " if self.preview else ""
-        loss = "the loss follows with it" if self.preview else "loss"
+        loss = f"loss on {self.spec['loss_windows']} held-out windows of the same text"
+        preview = f"Preview on {self.preview_work} (the exact series follows, with the {loss}): " if self.preview \
+            else ""
         return (f"{preview}N = {sampling['n_tokens']}, k = {k}, CCR-{ccr}, R = {settings['n_null']}, "
-                f"seed {sampling['seed']}, {self.spec['dtype']}; {loss} on {self.spec['loss_windows']} held-out "
-                "windows of the same text.")
+                f"seed {sampling['seed']}, {self.spec['dtype']}" + ("." if self.preview else f"; {loss}."))
 
     def choose(self, revisions: list[str]) -> CheckpointSeries:
         """The same series restricted to ``revisions`` (kept in step order)."""
