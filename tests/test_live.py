@@ -90,10 +90,12 @@ def test_ccr_and_k_moves_preview_from_the_remembered_ccr_0_projection_as_from_th
     kept = [value for (kind, _), (value, _) in memory.items.items() if kind == "CCR-0 projection"]
     assert len(kept) == 2 and all(value.projection.shape[-1] == 12 for value in kept)  # widened to k = 12, per layer
     one_layer = 31 * (300 if ccr_fit == "same" else 150) * 8 * 4  # 31 subspaces' projections of the scored tokens
-    bounded = EngineMemory(limit_bytes=4 * one_layer)  # half of it holds two layers' projections, not 4
-    for layer in range(4):  # the dashboard previews one layer at a time: the bound is judged on every layer
-        pga_sweep(np.stack([states] * 4), readout_basis(w_u), preview_settings(settings), [layer], memory=bounded)
-    assert bounded.count("CCR-0 projection") == 0
+    for share, kept in ((8, 0), (64, 4)):  # a quarter of the memory holds two layers' projections, then all four
+        bounded = EngineMemory(limit_bytes=share * one_layer)
+        for layer in range(4):  # the dashboard previews one layer at a time: the bound is judged on every layer
+            pga_sweep(np.stack([states + shift for shift in range(4)]), readout_basis(w_u), preview_settings(settings),
+                      [layer], memory=bounded)
+        assert bounded.count("CCR-0 projection") == kept
     other = readout_basis(np.random.default_rng(9).standard_normal(w_u.shape))  # another readout, the same width
     warm = pga_sweep(layers, other, preview_settings(settings), memory=memory)
     cold = pga_sweep(layers, other, preview_settings(settings), memory=EngineMemory(limit_bytes=1))

@@ -59,6 +59,10 @@ from analysis.storage.memory import EngineMemory, default_memory
 MEMORY_BUDGET_BYTES = 512 * 2**20
 BATCHED_FROM_K = 64  # the projection's faster form on 2 AVX2 cores: one wide matmul below, a batched one from here
 CHUNK_SUBSPACES = 16  # a pause point every 16 subspaces: every ~0.1 s of an exact layer on 2 cores
+# The layers' CCR-0 projections are kept while they fit in this share of the engine's memory. At half, the background's
+# preview ahead of k = 256 (504 MB at d = 576) pushed out the least recently used half of the memory: the previews of
+# the nearby settings made before it, the layers' PCAs, the bases of the visitor's k (BENCHMARKS.md).
+PROJECTIONS_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -647,11 +651,11 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     candidates = {k: _candidates(memory, basis, k, settings.n_null, settings.seed, projection, torch_device)
                   for k in settings.ks}
     # the CCR-0 projections onto the subspaces a preview scores are kept, for every layer of the states, while they fit
-    # in half the engine's memory (every layer, not only those asked for now: the dashboard asks for one at a time);
-    # an exact sweep leaves those of its first ``for_previews`` subspaces
+    # in ``PROJECTIONS_SHARE`` of the engine's memory (every layer, not only those asked for now: the dashboard asks
+    # for one at a time); an exact sweep leaves those of its first ``for_previews`` subspaces
     kept_subspaces = settings.n_null + 1 if settings.preview else min(for_previews, settings.n_null + 1)
     keep_projections = 0 < kept_subspaces and (
-        n_layers * kept_subspaces * n * sum(settings.ks) * 4 <= memory.limit_bytes // 2)
+        n_layers * kept_subspaces * n * sum(settings.ks) * 4 <= memory.limit_bytes * PROJECTIONS_SHARE)
     # a preview's jump hands its float32 projections over to the exact sweep after it, which scores the same first
     # subspaces (``for_previews``)
     hands = 0 < kept_subspaces and projection == torch.float32
