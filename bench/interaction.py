@@ -191,6 +191,7 @@ def main() -> None:
         steps = [(ccr_label, Keys.ARROW_RIGHT), (k_label, Keys.ARROW_LEFT)]
         jumps = [(k_label, Keys.END), (ccr_label, Keys.END), (k_label, Keys.HOME), (ccr_label, Keys.HOME)]
         misses = 0
+        time.sleep(args.pause if args.moves else 0)  # the page's own exact curve is the first one drawn
         for step in range(4 * args.moves):
             if misses >= args.moves:
                 break
