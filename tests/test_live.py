@@ -194,7 +194,39 @@ def test_a_jumps_preview_hands_its_projections_over_to_the_exact_sweep_after_it(
         assert a.rho_readout == pytest.approx(c.rho_readout, abs=1e-7) and np.allclose(a.null, c.null, atol=1e-7)
     projected.clear()
     pga_sweep(layers, basis, replace(settings, ccrs=(0,)), memory=memory, for_previews=first)
-    assert projected == [first, settings.n_null + 1 - first] * 2  # handed over for CCR-1, not for CCR-0
+    assert projected == [settings.n_null + 1 - first] * 2  # handed over at CCR-1; at CCR-0, P_0 as the preview left it
+
+
+@pytest.mark.parametrize("ccr_fit", ["same", "half"])
+def test_a_moves_exact_sweep_takes_its_first_subspaces_from_the_ccr_0_projection(monkeypatch, ccr_fit):
+    """After an exact sweep that left ``P_0`` of its first R' + 1 subspaces, the exact sweep of a move (another depth,
+    a smaller k, a wider k once its preview widened ``P_0``) projects only the other draws, and equals a cold sweep up
+    to float32 rounding; a sweep at CCR-0 takes ``P_0`` as it is."""
+    from analysis.geometry import pga
+
+    states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
+    layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
+    settings = pga_settings(w_u.shape[1], (6,), (1,), ccr_fit=ccr_fit)
+    first = preview_settings(settings).n_null + 1
+    memory = EngineMemory()
+    pga_sweep(layers, basis, settings, memory=memory, for_previews=first)
+    projected = []
+    monkeypatch.setattr(pga, "_project", lambda points, bases, out=None: projected.append(len(bases))
+                        or _project(points, bases, out))
+    for moved in (replace(settings, ccrs=(3,)), replace(settings, ks=(4,)), replace(settings, ccrs=(0,)),
+                  replace(settings, ks=(8,), ccrs=(2,))):
+        if moved.ks == (8,):
+            pga_sweep(layers, basis, preview_settings(moved), memory=memory)  # widens P_0 to k = 8
+        projected.clear()
+        warm = pga_sweep(layers, basis, moved, memory=memory, for_previews=first)
+        assert projected == [settings.n_null + 1 - first] * 2  # only the draws P_0 does not hold
+        cold = pga_sweep(layers, basis, moved, memory=EngineMemory())
+        for w, c in zip(warm, cold, strict=True):
+            assert w.rho_readout == pytest.approx(c.rho_readout, abs=1e-6) and np.allclose(w.null, c.null, atol=1e-6)
+            assert w.z == pytest.approx(c.z, abs=1e-3)
+    projected.clear()
+    pga_sweep(layers, basis, replace(settings, ks=(12,)), memory=memory, for_previews=first)  # wider than P_0
+    assert projected == [first, settings.n_null + 1 - first] * 2
 
 
 def test_values_handed_over_wait_for_one_taker_one_group_at_a_time_within_the_limit():

@@ -381,31 +381,50 @@ def _preview_projection(centred: torch.Tensor, corrected: Callable[[], torch.Ten
     return _plus_removed(zero, centred, pca, c, bases, -1) if c else zero
 
 
-def _exact_projection(corrected: torch.Tensor, bases: torch.Tensor, first: int, handed: torch.Tensor | None):
+def _exact_projection(corrected: torch.Tensor, bases: torch.Tensor, first: int,
+                      head: Callable[[torch.Tensor], object] | None):
     """:func:`_project` of the CCR-c states ``corrected`` ``[n, d]`` onto ``bases`` ``[m, d, k]`` for an exact sweep:
-    the first ``first`` subspaces (those a preview scores) projected apart from the rest, or taken from ``handed``
-    ``[first, n, k]`` where a preview projected them so; the same calls either way, so the result does not depend on
-    whether a preview ran before. Both parts are written into one tensor (joining them after cost a copy of the whole
-    projection: 2.2 s of a 13.7 s sweep at k = 288)."""
+    the first ``first`` subspaces (those a preview scores) projected apart from the rest, or written by ``head(out)``
+    (``out`` ``[first, n, k]``) where a preview or an earlier sweep left them (:func:`_projected_head`). Both parts are
+    written into one tensor (joining them after cost a copy of the whole projection: 2.2 s of a 13.7 s sweep at
+    k = 288)."""
     m, _, k = bases.shape
-    if not first or m <= first:
-        return _project(corrected, bases) if handed is None else handed
+    if not first:
+        return _project(corrected, bases)
     projected = torch.empty((m, len(corrected), k), device=corrected.device)
-    if handed is None:
+    if head is None:
         _project(corrected, bases[:first], out=projected[:first])
     else:
-        projected[:first].copy_(handed)
-    _project(corrected, bases[first:], out=projected[first:])
+        head(projected[:first])
+    if m > first:
+        _project(corrected, bases[first:], out=projected[first:])
     return projected
 
 
+def _projected_head(memory: EngineMemory, hand: tuple | None, remembered: tuple | None, centred: torch.Tensor,
+                    pca: PCA, c: int, bases: torch.Tensor) -> Callable[[torch.Tensor], object] | None:
+    """What writes an exact sweep's projection onto its first subspaces ``bases`` ``[m, d, k]`` without projecting
+    them: the preview's projection handed over under ``hand`` (a jump: the same call as the sweep's own, so the same
+    bits), else the layer's CCR-0 projection remembered under ``remembered`` at k or wider (a move: ``P_0`` less what
+    CCR-c removes, :func:`_plus_removed`, equal up to float32 rounding); None when neither is there."""
+    handed = None if hand is None else memory.take(*hand)
+    if handed is not None:
+        return lambda out: out.copy_(handed)
+    kept = None if remembered is None else memory.get("CCR-0 projection", remembered)
+    if kept is None or not kept.serves(bases) or kept.bases.shape[-1] < bases.shape[-1]:
+        return None
+    zero = kept.projection[:len(bases), :, :bases.shape[-1]]
+    return lambda out: _plus_removed(zero, centred, pca, c, bases, -1, out) if c else out.copy_(zero)
+
+
 def _plus_removed(projection: torch.Tensor, centred: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor,
-                  sign: int) -> torch.Tensor:
-    """``projection + sign ((H - mu) U_c)(U_c^T B)`` ``[m, n, k]`` float32, in one batched multiply-add: the
-    projection onto ``bases`` ``[m, d, k]`` with what CCR-c takes out of it (``sign`` -1) or put back (+1);
-    ``centred`` = H - mu ``[n, d]`` float32."""
+                  sign: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``projection + sign ((H - mu) U_c)(U_c^T B)`` ``[m, n, k]`` float32, in one batched multiply-add (into ``out``
+    when given): the projection onto ``bases`` ``[m, d, k]`` with what CCR-c takes out of it (``sign`` -1) or put back
+    (+1); ``centred`` = H - mu ``[n, d]`` float32."""
     top = pca.components[:, :c].float()
-    return torch.baddbmm(projection, (centred @ top).expand(len(bases), -1, -1), top.T @ bases.float(), alpha=sign)
+    return torch.baddbmm(projection, (centred @ top).expand(len(bases), -1, -1), top.T @ bases.float(), alpha=sign,
+                         out=out)
 
 
 def _remember_projection(centred: torch.Tensor, pca: PCA, c: int, bases: torch.Tensor, projected: torch.Tensor,
@@ -626,7 +645,9 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     first (the dashboard's admission policy hands the cores to a visitor's preview there). ``memory``: where PCAs
     and candidate bases are remembered (default: the process's). ``for_previews``: an exact sweep leaves in ``memory``
     each layer's CCR-0 projection onto its readout and first ``for_previews - 1`` null draws, which a preview of R' =
-    ``for_previews - 1`` draws then needs not project again (a slider move right after the exact curve).
+    ``for_previews - 1`` draws then needs not project again (a slider move right after the exact curve), nor the exact
+    sweep of a move after it, at another depth or a k that ``P_0`` covers (the move's preview widens it): those first
+    subspaces come from ``P_0`` (:func:`_projected_head`).
     ``states_key``: a name the caller gives these very states (e.g. the key of the spec they were computed from), under
     which each layer's digest is remembered instead of hashed at every call. Returns one :class:`LayerPGA` per
     (layer, k, ccr), layer-major.
@@ -698,8 +719,8 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                 if settings.preview:
                     projected = _preview_projection(centred32, corrected32, pca, c, bases, remembered, memory, hand)
                 else:
-                    projected = _exact_projection(corrected32(), bases, kept_subspaces,
-                                                  memory.take(*hand) if hands else None)
+                    head = _projected_head(memory, hand, remembered, centred32, pca, c, bases[:kept_subspaces])
+                    projected = _exact_projection(corrected32(), bases, kept_subspaces, head)
                     if remembered is not None and c == settings.ccrs[0]:
                         _remember_projection(centred32, pca, c, bases[:kept_subspaces], projected[:kept_subspaces],
                                              remembered, memory)
