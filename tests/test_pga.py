@@ -11,6 +11,7 @@ from analysis.geometry import pga
 from analysis.geometry.ccr import fit_pca, fit_pcas, remove_components
 from analysis.geometry.eigen import top_eigh
 from analysis.geometry.pga import PGASettings, null_bases, pga_sweep, sample_pairs
+from analysis.geometry.radix import sorted_keys
 from analysis.geometry.ranks import (
     centred_ranks,
     ranked_reference,
@@ -293,6 +294,22 @@ def test_key_sort_orders_like_a_stable_sort_with_signed_zeros_and_ties():
     assert torch.equal(order, expected_order)
     assert torch.equal(torch.gather(rows, 1, order), expected_values)
     assert torch.equal(tied[:, 1:] == tied[:, :-1], expected_values[:, 1:] == expected_values[:, :-1])
+
+
+def test_the_references_radix_sort_orders_like_a_stable_sort_with_signed_zeros_and_ties():
+    """:func:`sorted_keys` (the full space's pairs ranked once per layer): the order of a stable sort, keys equal
+    exactly where the values are (-0.0 and 0.0 too), on values spread over every digit and on one long run."""
+    rng = np.random.default_rng(3)
+    values = (rng.standard_normal(70001) * np.exp(rng.uniform(-20, 20, 70001))).astype(np.float32)
+    values[:500] = 0.25
+    values[600:610], values[700:705] = -0.0, 0.0
+    values[800:900] = np.float32(-3e-38)
+    for row in (values, np.abs(values), np.full(1000, 0.5, np.float32)):
+        keys, order = sorted_keys(row)
+        expected_values, expected_order = torch.sort(torch.from_numpy(row), stable=True)
+        np.testing.assert_array_equal(order, expected_order.numpy())
+        np.testing.assert_array_equal(keys[1:] == keys[:-1], (expected_values[1:] == expected_values[:-1]).numpy())
+        assert np.all(keys[1:] >= keys[:-1])
 
 
 def test_double_key_sort_orders_like_a_stable_sort_inside_runs_of_equal_float32_roundings():

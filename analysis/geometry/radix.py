@@ -23,7 +23,8 @@ How, per row:
   5-15 % slower);
 - the last pass adds ``j p_j`` in integers as it puts each word in its place ``j``, and one scan of the sorted words
   sums the corrections of the row's tie runs as it meets them (its branch into a run is rarely taken).
-No comparison sort, no gather per value. ``nogil``: the caller runs rows on every core. numba comes with
+No comparison sort, no gather per value. The reference itself is sorted once per layer by the same passes
+(:func:`sorted_keys`). ``nogil``: the caller runs rows on every core. numba comes with
 umap-learn and caches the compiled code on disk (the first call in a new install compiles it, ~2 s).
 """
 
@@ -38,6 +39,7 @@ DIGIT = np.uint32(0x3FF)  # the first two digits: 10 bits each; the third is the
 SECOND, THIRD = np.uint64(32 + 10), np.uint64(32 + 20)  # the digits' shifts inside a word
 COUNTERS = (1024, 1024, 4096)
 PLACE = np.uint64(0x7FFFFFFF)
+LOW = np.uint64(0xFFFFFFFF)
 TIED = np.uint64(0x80000000)
 WORD = np.uint64(32)
 
@@ -203,6 +205,38 @@ def _row_ties(by_value, shift):
         corrected, tied = _run_correction(run, len(by_value), sum_q, sum_jq)
         numerator, ties = numerator + corrected, ties + tied
     return numerator, ties
+
+
+@njit(nogil=True, cache=True)
+def sorted_keys(values):
+    """(keys ``[n]`` uint32, order ``[n]`` int64): the float32 ``values`` ``[n]`` (n < 2^31) sorted stably, as their
+    monotone keys (:func:`_monotone`: equal exactly where the values are) and the positions they came from; by the
+    same three counting passes as :func:`rho_of_keys`, the position carried in each word's low half (for 10^5 values
+    about 5x faster than numpy's sort of 64-bit keys, on one core)."""
+    n = len(values)
+    keys, count = np.empty(n, np.uint32), np.zeros((3, COUNTERS[2]), np.int32)
+    bits = values.view(np.uint32)
+    for i in range(n):
+        _keep(bits[i], i, keys, count)
+    for digit in range(3):
+        _offsets(count[digit, :COUNTERS[digit]])
+    words, spare = np.empty(n, np.uint64), np.empty(n, np.uint64)
+    for i in range(n):
+        digit = keys[i] & DIGIT
+        spare[count[0, digit]] = (np.uint64(keys[i]) << WORD) | np.uint64(i)
+        count[0, digit] += 1
+    for i in range(n):
+        digit = (spare[i] >> SECOND) & DIGIT
+        words[count[1, digit]] = spare[i]
+        count[1, digit] += 1
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        digit = words[i] >> THIRD
+        j = count[2, digit]
+        keys[j] = np.uint32(words[i] >> WORD)
+        order[j] = np.int64(words[i] & LOW)
+        count[2, digit] = j + 1
+    return keys, order
 
 
 @njit(cache=True)

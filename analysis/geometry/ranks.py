@@ -28,7 +28,15 @@ import numpy as np
 import torch
 
 from analysis.cores import WORKERS, each_on_every_core, on_every_core
-from analysis.geometry.radix import cosine_keys, rank_sorted, rho_of_keys, rho_parts, scratch, settle_runs
+from analysis.geometry.radix import (
+    cosine_keys,
+    rank_sorted,
+    rho_of_keys,
+    rho_parts,
+    scratch,
+    settle_runs,
+    sorted_keys,
+)
 
 GRAM_ROWS = 64  # rows of a Gram matrix made at a time: [64, <= T] float32 stays in a core's L2 cache
 TASK_VALUES = 2**20  # values sorted per task: a few rows of 10^5 pairs, most rows of 10^4
@@ -144,8 +152,13 @@ class RankedReference:
 
 
 def ranked_reference(values: torch.Tensor) -> RankedReference:
-    """``values`` ``[n]`` ranked as :class:`RankedReference` (ties averaged)."""
-    sorted_values, order = (part[0].cpu().numpy() for part in sort_rows(values[None]))
+    """``values`` ``[n]`` ranked as :class:`RankedReference` (ties averaged): float32 on the CPU by a compiled radix
+    sort (:func:`analysis.geometry.radix.sorted_keys`; 130,816 pairs in ~1 ms against ~6 ms by the key sort), else
+    by :func:`sort_rows`."""
+    if _key_sorted(values):
+        sorted_values, order = sorted_keys(values.detach().contiguous().numpy())
+    else:
+        sorted_values, order = (part[0].cpu().numpy() for part in sort_rows(values[None]))
     flagged, centred, shift = rank_sorted(sorted_values, order)
     return RankedReference(flagged, torch.as_tensor(centred, device=values.device), shift)
 
