@@ -19,8 +19,12 @@ k = 100, R = 100 (CCR-1).
 - preview: the same sweep on ``preview_settings`` (pairs inside blocks of 128 tokens, the first 30 null
   draws), each layer's PCA not yet remembered, and again remembered (a slider move on
   states already analysed);
-- warm slider: one layer recomputed for a new k from states already in memory.
-Usage: python bench/pga.py [--layers 31] [--n 512] [--d 576] [--device auto] [--skip-reference]
+- warm slider: one layer recomputed for a new k from states already in memory;
+- moves (``--moves``): the app's order of work after the exact curve of k, CCR-1, in the engine: each move's preview,
+  then its exact sweep in the same memory (which starts from the projections the exact curve and the preview left),
+  against the same exact sweep with only the layers' PCAs remembered (the CLI's): how much the preview delays the
+  exact curve (goal: at most 10 %).
+Usage: python bench/pga.py [--layers 31] [--n 512] [--d 576] [--device auto] [--skip-reference] [--moves]
 """
 
 import argparse
@@ -75,6 +79,35 @@ def machine_floor(layers: int, n: int, d: int, k: int, subspaces: int, device: t
     return parts["matmuls"] + parts["linear pass"], parts
 
 
+MOVES = ((1.0, 2), (0.64, 2), (0.64, 3), (0.32, 3), (2.88, 3))  # (k as a share of --k, CCR): the app bench's moves
+
+
+def preview_delays(states, basis, k: int, device: torch.device) -> None:
+    """Print, per move of :data:`MOVES` after the exact curve of k, CCR-1: its preview, its exact sweep after the
+    preview, the two together against the exact sweep alone (each layer's PCA remembered, nothing else)."""
+    exact = PGASettings(ks=(k,), ccrs=(1,))
+    first = preview_settings(exact).n_null + 1  # the subspaces a preview scores, as the app's sweeps leave them
+    memory = EngineMemory()
+    pga_sweep(states, basis, exact, device=str(device), memory=memory, for_previews=first)
+    print(f"moves after the exact curve of k = {k}, CCR-1 (preview, then the exact sweep after it, against the exact "
+          "sweep alone)")
+    for share, c in MOVES:
+        moved = PGASettings(ks=(round(share * k),), ccrs=(c,))
+        preview = seconds(lambda s=moved: pga_sweep(states, basis, preview_settings(s), device=str(device),
+                                                    memory=memory), device)
+        after = seconds(lambda s=moved: pga_sweep(states, basis, s, device=str(device), memory=memory,
+                                                  for_previews=first), device)
+        pcas_only = EngineMemory()
+        for (kind, key), (value, _) in memory.items.items():
+            if kind == "pca":
+                pcas_only.put(kind, key, value)
+        alone = seconds(lambda s=moved, m=pcas_only: pga_sweep(states, basis, s, device=str(device), memory=m),
+                        device)
+        print(f"  k = {moved.ks[0]:3}, CCR-{c}: preview {preview:.2f} s + exact after it {after:.2f} s = "
+              f"{preview + after:.2f} s, exact alone {alone:.2f} s: the preview delays it by "
+              f"{100 * (preview + after - alone) / alone:+.0f} %")
+
+
 def reference_layer(states, top, nulls):
     x = states.astype(np.float64) - states.mean(0)
     u = np.linalg.svd(x, full_matrices=False)[2][0]
@@ -92,6 +125,7 @@ def main() -> None:
     parser.add_argument("--n-null", type=int, default=100)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--skip-reference", action="store_true")
+    parser.add_argument("--moves", action="store_true")
     args = parser.parse_args()
     print(cpu_description())  # as on an AVX2 laptop: python bench/laptop.py bench/<this script>
     layers = [planted_readout(args.n, args.d, args.k, vocab=2000, noise=1.0, seed=s) for s in range(args.layers)]
@@ -148,6 +182,8 @@ def main() -> None:
           f"{quick.projection} projection): {t_cold:.2f} s, "
           f"{t_warm:.2f} s with each layer's PCA remembered ({t_ours / t_warm:.1f}x less than exact)")
     print(f"warm slider (1 layer, new k): {t_slider:.2f} s")
+    if args.moves:
+        preview_delays(states, basis, args.k, device)
     if not args.skip_reference:
         nulls = null_bases(args.d, args.k, args.n_null, settings.seed)
         start = time.perf_counter()
