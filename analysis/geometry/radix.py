@@ -21,8 +21,9 @@ How, per row:
   the widest: it holds the sign, the exponent and the mantissa's top bits, which cosines share in a few runs (with 10
   bits, a quarter of a row fell on one counter, whose every update waited for the one before: 11, 11, 10 bits sorted
   5-15 % slower);
-- the last pass adds ``j p_j`` in integers as it puts each word in its place ``j``, and one scan of the sorted words
-  sums the corrections of the row's tie runs as it meets them (its branch into a run is rarely taken).
+- the last pass adds ``j p_j`` in integers as it gives each word its place ``j``, and the corrections of the row's
+  tie runs as they form (equal keys reach their last digit's counter one after another; the branch into a run is
+  rarely taken), without writing the sorted row: no fourth pass over it.
 No comparison sort, no gather per value. The reference itself is sorted once per layer by the same passes
 (:func:`sorted_keys`). ``nogil``: the caller runs rows on every core. numba comes with
 umap-learn and caches the compiled code on disk (the first call in a new install compiles it, ~2 s).
@@ -133,9 +134,9 @@ def cosine_keys(points, order, starts, cols, block, chunk, keys, count):
 def rho_of_keys(keys, count, flagged, shift, spare, by_value):
     """(numerator, norm) of one row's keys ``keys`` ``[n]`` uint32, counted in ``count`` ``[3, 4096]`` int32, against a
     reference given by ``flagged`` ``[n]`` uint32 (:func:`rank_sorted`) and ``shift`` ``[n]`` float64 (``s_p``, by
-    place): the words ``key << 32 | flagged place`` sorted into ``by_value`` ``[n]`` uint64 by three stable counting
-    passes (``spare`` ``[n]`` uint64 is scratch), summing ``j p_j`` as the last pass puts each word in its place
-    ``j``; then the corrections of the row's own tie runs (:func:`_row_ties`)."""
+    place): the words ``key << 32 | flagged place`` sorted by three stable counting passes (``by_value`` and ``spare``
+    ``[n]`` uint64 are scratch), the last summing ``j p_j`` as it gives each word its place ``j`` and the corrections
+    of the row's own tie runs as they form (:func:`_last_pass`)."""
     n = len(keys)
     for digit in range(3):
         _offsets(count[digit, :COUNTERS[digit]])
@@ -149,25 +150,9 @@ def rho_of_keys(keys, count, flagged, shift, spare, by_value):
         digit = (word >> SECOND) & DIGIT
         spare[count[1, digit]] = word
         count[1, digit] += 1
-    # the last pass puts each word at its place j and sums j p_j in int64, in windows that cannot overflow
-    window = max(1, int(4e18 / (float(n) * float(n))))
-    plain, tied = 0.0, 0.0
-    for start in range(0, n, window):
-        exact = np.int64(0)
-        for i in range(start, min(n, start + window)):
-            word = spare[i]
-            digit = word >> THIRD
-            j = count[2, digit]
-            by_value[j] = word
-            count[2, digit] = j + 1
-            p = np.int64(word & PLACE)
-            exact += np.int64(j) * p
-            if word & TIED:
-                tied += j * shift[p]
-        plain += float(exact)
-    tied_numerator, ties = _row_ties(by_value, shift)
+    plain, tied, ties = _last_pass(spare, count[2], shift)
     c = (n - 1) / 2.0
-    return plain + tied + tied_numerator - n * c * c, np.sqrt(n * (n * n - 1.0) / 12.0 - ties)
+    return plain + tied - n * c * c, np.sqrt(n * (n * n - 1.0) / 12.0 - ties)
 
 
 @njit(inline="always")
@@ -178,33 +163,57 @@ def _run_correction(start, end, sum_q, sum_jq):
     return (start + end - 1) / 2.0 * sum_q - sum_jq, (t * t * t - t) / 12.0
 
 
+@njit(inline="always")
+def _q(word, shift):
+    """``p + s_p`` of a word's reference place ``p``."""
+    p = word & PLACE
+    return float(p) + shift[p]
+
+
 @njit(nogil=True, cache=True)
-def _row_ties(by_value, shift):
-    """(sum_j (r_j - j)(p_j + s_{p_j}), sum (t^3 - t) / 12) over the sorted row's own tie runs, in one scan whose
-    branch into a run is rarely taken (a few hundred tied pairs among 10^5 values)."""
-    numerator, ties = 0.0, 0.0
-    run, sum_q, sum_jq = -1, 0.0, 0.0  # the open run's first place, or -1
-    previous = ~(by_value[0] >> WORD)  # unequal to every value
-    for j in range(len(by_value)):
-        key = by_value[j] >> WORD
-        if key == previous:
-            if run < 0:  # a run opens at j - 1
-                run = j - 1
-                p = by_value[run] & PLACE
-                sum_q = float(p) + shift[p]
-                sum_jq = run * sum_q
-            p = by_value[j] & PLACE
-            q = float(p) + shift[p]
-            sum_q += q
-            sum_jq += j * q
-        elif run >= 0:
-            corrected, tied = _run_correction(run, j, sum_q, sum_jq)
-            numerator, ties, run = numerator + corrected, ties + tied, -1
-        previous = key
-    if run >= 0:
-        corrected, tied = _run_correction(run, len(by_value), sum_q, sum_jq)
-        numerator, ties = numerator + corrected, ties + tied
-    return numerator, ties
+def _last_pass(spare, first, shift):
+    """The third counting pass over ``spare`` ``[n]`` uint64 (sorted by the first two digits), ``first`` ``[4096]``
+    int32 each third digit's first place: (sum_j j p_j, sum_j j s_{p_j} over the reference's tie runs, and
+    (sum_j (r_j - j)(p_j + s_{p_j}) + those, sum (t^3 - t) / 12) over the row's own tie runs) as one float pair and
+    one sum, without writing the sorted row. Words with equal keys share their third digit and reach it one after
+    another (the first two passes sorted them by the rest of the key), so a word whose key equals the last one its
+    digit placed extends a run; each digit keeps its last word and its open run (a branch rarely taken)."""
+    n, digits = len(spare), len(first)
+    last = np.empty(digits, np.uint64)
+    run = np.full(digits, -1, np.int64)  # the open run's first place, or -1
+    sum_q, sum_jq = np.zeros(digits), np.zeros(digits)
+    start = first.copy()
+    plain, tied, ties = 0.0, 0.0, 0.0
+    window = max(1, int(4e18 / (float(n) * float(n))))  # j p_j summed in int64, in windows that cannot overflow
+    for begin in range(0, n, window):
+        exact = np.int64(0)
+        for i in range(begin, min(n, begin + window)):
+            word = spare[i]
+            digit = word >> THIRD
+            j = first[digit]
+            first[digit] = j + 1
+            p = np.int64(word & PLACE)
+            exact += np.int64(j) * p
+            if word & TIED:
+                tied += j * shift[p]
+            if j > start[digit] and (word >> WORD) == (last[digit] >> WORD):
+                if run[digit] < 0:  # a run opens at j - 1
+                    run[digit] = j - 1
+                    sum_q[digit] = _q(last[digit], shift)
+                    sum_jq[digit] = (j - 1) * sum_q[digit]
+                q = _q(word, shift)
+                sum_q[digit] += q
+                sum_jq[digit] += j * q
+            elif run[digit] >= 0:
+                corrected, t = _run_correction(run[digit], j, sum_q[digit], sum_jq[digit])
+                tied, ties, run[digit] = tied + corrected, ties + t, -1
+            last[digit] = word
+        plain += float(exact)
+    for digit in range(digits):  # the runs still open end where their digit does
+        if run[digit] >= 0:
+            corrected, t = _run_correction(run[digit], first[digit], sum_q[digit], sum_jq[digit])
+            tied, ties = tied + corrected, ties + t
+    return plain, tied, ties
 
 
 @njit(nogil=True, cache=True)
