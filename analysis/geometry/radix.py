@@ -130,6 +130,25 @@ def cosine_keys(points, order, starts, cols, block, chunk, keys, count):
                 chunk_keys(gram, a, starts[first:last + 1], cols, keys, count)
 
 
+@njit(inline="always")
+def _first_passes(keys, payload, count, scratch_words, words):
+    """The words ``key << 32 | payload`` of ``keys`` and ``payload`` ``[n]`` uint32, sorted by their first two digits
+    into ``words`` ``[n]`` uint64 (``scratch_words`` ``[n]`` uint64 between the passes) by two stable counting passes;
+    ``count`` ``[3, 4096]`` (the digits' counts) turned into each digit's first place first, the third's left for the
+    last pass."""
+    for digit in range(3):
+        _offsets(count[digit, :COUNTERS[digit]])
+    for i in range(len(keys)):
+        digit = keys[i] & DIGIT
+        scratch_words[count[0, digit]] = (np.uint64(keys[i]) << WORD) | np.uint64(payload[i])
+        count[0, digit] += 1
+    for i in range(len(keys)):
+        word = scratch_words[i]
+        digit = (word >> SECOND) & DIGIT
+        words[count[1, digit]] = word
+        count[1, digit] += 1
+
+
 @njit(nogil=True, cache=True)
 def rho_of_keys(keys, count, flagged, shift, spare, by_value):
     """(numerator, norm) of one row's keys ``keys`` ``[n]`` uint32, counted in ``count`` ``[3, 4096]`` int32, against a
@@ -138,18 +157,7 @@ def rho_of_keys(keys, count, flagged, shift, spare, by_value):
     ``[n]`` uint64 are scratch), the last summing ``j p_j`` as it gives each word its place ``j`` and the corrections
     of the row's own tie runs as they form (:func:`_last_pass`)."""
     n = len(keys)
-    for digit in range(3):
-        _offsets(count[digit, :COUNTERS[digit]])
-    for i in range(n):
-        key = keys[i]
-        digit = key & DIGIT
-        by_value[count[0, digit]] = (np.uint64(key) << WORD) | np.uint64(flagged[i])
-        count[0, digit] += 1
-    for i in range(n):
-        word = by_value[i]
-        digit = (word >> SECOND) & DIGIT
-        spare[count[1, digit]] = word
-        count[1, digit] += 1
+    _first_passes(keys, flagged, count, by_value, spare)
     plain, tied, ties = _last_pass(spare, count[2], shift)
     c = (n - 1) / 2.0
     return plain + tied - n * c * c, np.sqrt(n * (n * n - 1.0) / 12.0 - ties)
@@ -227,17 +235,8 @@ def sorted_keys(values):
     bits = values.view(np.uint32)
     for i in range(n):
         _keep(bits[i], i, keys, count)
-    for digit in range(3):
-        _offsets(count[digit, :COUNTERS[digit]])
-    words, spare = np.empty(n, np.uint64), np.empty(n, np.uint64)
-    for i in range(n):
-        digit = keys[i] & DIGIT
-        spare[count[0, digit]] = (np.uint64(keys[i]) << WORD) | np.uint64(i)
-        count[0, digit] += 1
-    for i in range(n):
-        digit = (spare[i] >> SECOND) & DIGIT
-        words[count[1, digit]] = spare[i]
-        count[1, digit] += 1
+    words = np.empty(n, np.uint64)
+    _first_passes(keys, np.arange(n).astype(np.uint32), count, np.empty(n, np.uint64), words)
     order = np.empty(n, np.int64)
     for i in range(n):
         digit = words[i] >> THIRD
