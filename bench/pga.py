@@ -79,6 +79,15 @@ def machine_floor(layers: int, n: int, d: int, k: int, subspaces: int, device: t
     return parts["matmuls"] + parts["linear pass"], parts
 
 
+def pcas_of(memory: EngineMemory) -> EngineMemory:
+    """A fresh engine memory holding only the layers' PCAs that ``memory`` holds."""
+    kept = EngineMemory()
+    for (kind, key), (value, _) in memory.items.items():
+        if kind == "pca":
+            kept.put(kind, key, value)
+    return kept
+
+
 MOVES = ((1.0, 2), (0.64, 2), (0.64, 3), (0.32, 3), (2.88, 3))  # (k as a share of --k, CCR): the app bench's moves
 
 
@@ -97,12 +106,7 @@ def preview_delays(states, basis, k: int, device: torch.device) -> None:
                                                     memory=memory), device)
         after = seconds(lambda s=moved: pga_sweep(states, basis, s, device=str(device), memory=memory,
                                                   for_previews=first), device)
-        pcas_only = EngineMemory()
-        for (kind, key), (value, _) in memory.items.items():
-            if kind == "pca":
-                pcas_only.put(kind, key, value)
-        alone = seconds(lambda s=moved, m=pcas_only: pga_sweep(states, basis, s, device=str(device), memory=m),
-                        device)
+        alone = seconds(partial(pga_sweep, states, basis, moved, device=str(device), memory=pcas_of(memory)), device)
         print(f"  k = {moved.ks[0]:3}, CCR-{c}: preview {preview:.2f} s + exact after it {after:.2f} s = "
               f"{preview + after:.2f} s, exact alone {alone:.2f} s: the preview delays it by "
               f"{100 * (preview + after - alone) / alone:+.0f} %")
@@ -141,12 +145,9 @@ def main() -> None:
         memory = EngineMemory()
         runs.append(seconds(partial(lambda m: ours.extend(pga_sweep(states, basis, settings, device=str(device),
                                                                     memory=m)), memory), device))
-        pcas_only = EngineMemory()  # as the app's exact run after a move: the layers' PCAs stored, nothing else
-        for (kind, key), (value, _) in memory.items.items():
-            if kind == "pca":
-                pcas_only.put(kind, key, value)
-        warm_runs.append(seconds(partial(pga_sweep, states, basis, settings, device=str(device), memory=pcas_only),
-                                 device))
+        # as the app's exact run after a move: the layers' PCAs stored, nothing else
+        warm_runs.append(seconds(partial(pga_sweep, states, basis, settings, device=str(device),
+                                         memory=pcas_of(memory)), device))
         floors.append(machine_floor(args.layers, args.n, args.d, args.k, args.n_null + 1, device))  # the same minute
     t_ours = min(runs)
     floor, parts = min(floors, key=lambda found: found[0])
