@@ -6,7 +6,7 @@ part is drawn. One thread per session runs the tasks in order, each through the 
 policy; a newer page run that no longer asks for a task stops it at its next pause point (finished layers
 stay in the disk cache), and one that asks for more urgent work first (a move's exact curve before the
 previews around it) puts it back in line there. :func:`show_status` draws one quiet line of what is ready,
-refreshed every second, and reruns the page when a task whose result the page shows is done.
+refreshed while work runs, and reruns the page as soon as a task whose result the page shows is done.
 """
 
 from __future__ import annotations
@@ -26,11 +26,14 @@ from analysis.progress import Progress, TimeLeft
 from dashboard.admission import Admission, Priority
 from dashboard.text import literal
 
-# The status line's refresh. Each is a run of the page's fragment, which the browser answers by drawing the whole page
-# again: on 2 cores, every half second made a move's exact run 1.1-1.5x as long as the same sweep outside the app
-# (chromium took 0.14-0.2 of a core), every second 0.85-1.05x (BENCHMARKS.md). A result the page shows is drawn when
-# it is done all the same: the refresh before its expected end waits for it (:func:`show_status`).
+# The status line's refresh. Each is a run of the page's fragment, which the browser answers by drawing the page
+# again: about 0.07 core-s in the server and 0.075 in chromium a second on 2 cores (every half second made a move's
+# exact run 1.1-1.5x as long as the same sweep outside the app, BENCHMARKS.md).
 REFRESH_SECONDS = 1.0
+# While a result the page shows is computed, a refresh stays in its fragment run until the result is done (the page is
+# rerun at once) and looks this often for it and for a visitor's newer move (reading the session state is where
+# Streamlit stops a script run for a newer one); the line is redrawn once a refresh period, only when it changed.
+POLL_SECONDS = 0.1
 
 
 class Superseded(Exception):
@@ -60,7 +63,6 @@ class Task:
     done: int = 0
     total: int = 0
     left: str = ""  # ", about 40 s left" while a stage runs (``analysis.progress.TimeLeft``)
-    ends: float | None = None  # when the running stage is expected to end (``time.monotonic``), once its pace is known
     error: str = ""
     rerun: bool = False  # a "shows" task done: the page has been rerun to draw it (once)
 
@@ -123,7 +125,7 @@ class Background:
                 pause()
             return check
 
-        task.state, task.ends = "running", None  # a task put back in line paces itself again
+        task.state = "running"
         try:
             with self.admission.hold(task.priority, task.group, task.model) as pause:
                 step, time_left = checked(pause), TimeLeft()
@@ -131,7 +133,6 @@ class Background:
                 def progress(stage: str, done: int, total: int) -> None:
                     left = time_left.seconds(stage, done, total)
                     task.stage, task.done, task.total, task.left = stage, done, total, TimeLeft.describe(left)
-                    task.ends = None if left is None else time.monotonic() + left
                     step()
 
                 step()
@@ -176,12 +177,10 @@ class Background:
                 parts.append(f"{group}: {sum(task.state == 'done' for task in tasks)}/{len(tasks)} ready")
         return " · ".join(parts)
 
-    def ending(self, within: float) -> bool:
-        """A task whose result the page shows runs a stage expected to end within ``within`` seconds."""
-        soon = time.monotonic() + within
+    def showing(self) -> bool:
+        """A task whose result the page shows runs (or waits for the cores)."""
         with self.lock:
-            return any(task.shows and task.state == "running" and task.ends is not None and task.ends <= soon
-                       for task in self.tasks)
+            return any(task.shows and task.state == "running" for task in self.tasks)
 
     def wait_shown(self, timeout: float) -> None:
         """Wait until no task whose result the page shows runs, ``timeout`` seconds at most."""
@@ -205,20 +204,26 @@ class Background:
 
 def show_status(background: Background) -> None:
     """One quiet line of what is ready, refreshed while anything runs; failures as one warning each; the page
-    reruns when a result it shows is done. A refresh shortly before such a result is expected waits for it (a
-    second at most), so that it is drawn when it is done rather than at the next refresh. Once nothing runs, the page
-    reruns once more and the line stops refreshing (an open page costs no CPU, the visitor's or the server's)."""
+    reruns when a result it shows is done. While such a result is computed, a refresh waits in its run for it
+    (``POLL_SECONDS``) and reruns the page the moment it is done: chromium then spent about 0.05 of a core beside the
+    exact run, against 0.1-0.3 for a fragment run every second. Once nothing runs, the page reruns once more and the
+    line stops refreshing (an open page costs no CPU, the visitor's or the server's)."""
     refreshes = itertools.count()
 
     def status() -> None:
         refresh = next(refreshes) > 0  # not the page run's own call
-        if refresh and background.ending(REFRESH_SECONDS):
-            background.wait_shown(REFRESH_SECONDS)
-        if background.to_draw() or (refresh and background.idle()):
-            st.rerun(scope="app")
         for task in background.failures():
             st.warning(literal(f"{task.group} ({task.key}) stopped: {task.error}"), icon=":material/warning:")
-        if line := background.line():
-            st.caption(literal(line))
+        line, drawn, drawn_at = st.empty(), None, 0.0
+        while refresh and background.showing():
+            if (text := background.line()) != drawn and time.monotonic() - drawn_at >= REFRESH_SECONDS:
+                line.caption(literal(text))
+                drawn, drawn_at = text, time.monotonic()
+            background.wait_shown(POLL_SECONDS)
+            _ = "background" in st.session_state  # where Streamlit stops this run for a visitor's newer one
+        if background.to_draw() or (refresh and background.idle()):
+            st.rerun(scope="app")
+        if text := background.line():
+            line.caption(literal(text))
 
     st.fragment(status, run_every=None if background.idle() else REFRESH_SECONDS)()

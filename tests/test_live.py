@@ -4,6 +4,7 @@ computation at a time; background fill that fails says so and leaves nothing hal
 import contextlib
 import json
 import threading
+import time
 import types
 from dataclasses import replace
 
@@ -744,38 +745,105 @@ def test_background_work_gives_way_to_a_request_on_another_model_and_a_move_stop
     assert [task.state for task in worker.tasks] == ["done"] and worker.to_draw() and not worker.to_draw()
 
 
-def test_a_refresh_waits_for_a_shown_result_expected_before_the_next_refresh_and_no_longer(monkeypatch):
-    """The status line's refresh before the exact curve is due waits for it (drawn when done, not a refresh later);
-    a result due later, or one the page does not show, is not waited for."""
-    from analysis import progress as progress_module
-    from dashboard import background
+def test_the_status_line_waits_on_a_shown_result_until_it_is_done_and_not_on_work_the_page_does_not_show():
+    """While the exact curve runs, the status line's refresh waits for it (the page reruns as soon as it is done,
+    not at a later refresh); a fill the page does not show is not waited for."""
     from dashboard.background import Background, Task
 
-    clock = [0.0]
-    fake = type("Clock", (), {"monotonic": staticmethod(lambda: clock[0])})
-    monkeypatch.setattr(progress_module, "time", fake)
-    monkeypatch.setattr(background, "time", fake)
-    worker, reported, finish = Background(Admission()), threading.Event(), threading.Event()
+    worker, started, finish = Background(Admission()), threading.Event(), threading.Event()
 
     def exact(progress, slot):
         progress("PGA by layer", 0, 10)
-        clock[0] = 8.0
-        progress("PGA by layer", 8, 10)  # 8 layers in 8 s: 2 s left, due at 10 s
-        reported.set()
+        started.set()
         finish.wait(30)
 
-    fill = Task("k = 2, CCR-1", "Nearby settings", Priority.BACKGROUND, None, "A", state="running", ends=8.5)
+    fill = Task("k = 2, CCR-1", "Nearby settings", Priority.BACKGROUND, None, "A", state="running")
     worker.replace([Task("k = 4, CCR-1", "Exact curve", Priority.NEXT, exact, "A", shows=True), fill])
-    assert reported.wait(30)
-    assert not worker.ending(1.0) and worker.ending(2.5)  # the fill due at 8.5 s is not shown: not waited for
-    clock[0] = 9.5
-    assert worker.ending(1.0)
+    assert started.wait(30) and worker.showing()
     waited = threading.Event()
     threading.Thread(target=lambda: (worker.wait_shown(60), waited.set()), daemon=True).start()
     assert not waited.wait(0.2)  # the exact run goes on: the refresh waits
     finish.set()
     assert waited.wait(30) and worker.tasks[0].state == "done" and worker.to_draw()
-    assert not worker.ending(60)
+    assert not worker.showing() and not worker.idle()  # the fill still runs, and is not waited for
+    begun = time.monotonic()
+    worker.wait_shown(60)
+    assert time.monotonic() - begun < 1
+
+
+class _Rerun(Exception):
+    pass
+
+
+class _Page:
+    """What :func:`show_status` uses of Streamlit: a fragment run by hand, one placeholder, the session state (reading
+    it is where a visitor's newer move stops the run), ``rerun``."""
+
+    def __init__(self):
+        self.captions, self.moved, self.reads = [], threading.Event(), 0
+        page = self
+
+        class State:
+            def __contains__(self, key):
+                page.reads += 1
+                if page.moved.is_set():
+                    raise _Rerun("move")
+                return True
+
+        self.session_state = State()
+
+    def fragment(self, function, run_every):
+        self.run_every = function, run_every
+        return function
+
+    def empty(self):
+        return types.SimpleNamespace(caption=lambda text: self.captions.append((time.monotonic(), str(text))))
+
+    def warning(self, *args, **kwargs):
+        pass
+
+    def rerun(self, scope):
+        raise _Rerun(scope)
+
+
+def test_the_status_refresh_reruns_the_page_once_its_result_is_done_and_stops_for_a_visitors_move(monkeypatch):
+    """A refresh while the exact curve runs stays in its run, redraws the changed line once a second, and reruns the
+    page as soon as the curve is done; a visitor's move ends it at the next look (it is not held to the curve's end)."""
+    from dashboard import background
+    from dashboard.background import Background, Task
+
+    page = _Page()
+    monkeypatch.setattr(background, "st", page)
+    worker, finish, steps = Background(Admission()), threading.Event(), threading.Event()
+
+    def exact(progress, slot):
+        for layer in range(1000):
+            progress("PGA by layer", layer, 1000)
+            if finish.wait(0.01):
+                return
+
+    worker.replace([Task("k = 4, CCR-1", "Exact curve", Priority.NEXT, exact, "A", shows=True)])
+    background.show_status(worker)  # the page run's own call draws the line and returns
+    status, every = page.run_every
+    assert every == background.REFRESH_SECONDS and len(page.captions) == 1
+    threading.Timer(2.5, finish.set).start()
+    begun = time.monotonic()
+    with pytest.raises(_Rerun, match="app"):
+        status()  # a refresh: until the curve is done
+    assert 2.4 < time.monotonic() - begun < 2.5 + 0.5
+    drawn = [at for at, _ in page.captions[1:]]
+    assert 2 <= len(drawn) <= 3 and all(b - a >= 0.99 for a, b in zip(drawn, drawn[1:]))
+    assert page.reads >= 15  # looked for a move every POLL_SECONDS
+
+    finish.clear()
+    worker.replace([Task("k = 8, CCR-1", "Exact curve", Priority.NEXT, exact, "A", shows=True)])
+    threading.Timer(0.3, page.moved.set).start()
+    begun = time.monotonic()
+    with pytest.raises(_Rerun, match="move"):
+        status()
+    assert time.monotonic() - begun < 0.3 + 2 * background.POLL_SECONDS + 0.2
+    finish.set()
+    worker.join(30)
 
 
 def test_blocks_of_128_tokens_without_the_preview_flag_are_an_exact_setting_and_stored(tmp_path):
