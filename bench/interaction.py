@@ -4,10 +4,11 @@ empty results cache.
 Prints, in one run, with the machine's core count: the first-answer times of Triage (card, preview
 curve, verdict) and Readout alignment (preview, exact curve); for cache-missing moves of k and CCR
 depth (one step, then jumps to a slider's end or start: End, Home), the seconds until the preview is
-drawn and until the exact curve replaces it; and the largest |z_preview - z_exact| over the width of
-z's 95 % interval (the exact curves read back from the cache, the previews computed again: they are
-seeded, and never stored); per move, the app's exact curve against the engine's own sweep of the same
-setting on the same states; and (``--pages``) each other page's first chart and exact charts.
+drawn and until the exact curve replaces it, with the core-seconds the server and chromium used meanwhile;
+the largest |z_preview - z_exact| over the width of z's 95 % interval (the exact curves read back from the
+cache, the previews computed again: they are seeded, and never stored); per move, the app's exact curve
+against the engine's own sweep of the same setting on the same states; and (``--pages``) each other page's
+first chart and exact charts.
 
 Usage: python bench/interaction.py [--model smollm2-135m | --shape pythia-410m] [--n-tokens 512] [--moves 10]
 [--jumps 4] [--pause 0] [--first triage | readout | models | compare] [--pages] (needs Debian's chromium and
@@ -186,7 +187,7 @@ def main() -> None:
               f"exact curve {exact:.1f} s")
         shown.add(shown_setting(driver))
         print(f"\nEach move {args.pause:g} s after the exact curve of the last one is drawn")
-        print(f"{'move':18} {'preview drawn':>14} {'exact drawn':>12}")
+        print(f"{'move':18} {'preview drawn':>14} {'exact drawn':>12} {'core-s: server':>14} {'chromium':>8}")
         k_label, ccr_label = "k (readout dimensions)", "CCR depth (components removed)"
         steps = [(ccr_label, Keys.ARROW_RIGHT), (k_label, Keys.ARROW_LEFT)]
         jumps = [(k_label, Keys.END), (ccr_label, Keys.END), (k_label, Keys.HOME), (ccr_label, Keys.HOME)]
@@ -195,13 +196,13 @@ def main() -> None:
         for step in range(4 * args.moves):
             if misses >= args.moves:
                 break
-            missed = move(driver, *steps[step % 2], visited, shown)
+            missed = move(driver, *steps[step % 2], visited, shown, process.pid)
             misses += missed
             time.sleep(args.pause if missed else 0)
         if args.jumps:
             print("\nJumps to either end of a slider (End, Home)")
         for jump in range(args.jumps):
-            move(driver, *jumps[jump % len(jumps)], visited, shown)
+            move(driver, *jumps[jump % len(jumps)], visited, shown, process.pid)
             time.sleep(args.pause)
         if args.pages:
             other_pages(driver, url, query)
@@ -213,12 +214,36 @@ def main() -> None:
     print(f"\n{len(visited)} cache-missing moves and jumps; {agreement(cache, args, visited)}")
 
 
-def move(driver, label: str, key: str, visited: list[tuple[str, float]], shown: set[str]) -> bool:
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """Core-seconds used so far by process ``pid``, or (None) by every chromium process."""
+    folders = [Path(f"/proc/{pid}")] if pid is not None else [
+        folder for folder in Path("/proc").iterdir() if folder.name.isdigit() and "chrom" in _read(folder / "comm")]
+    return sum(_used(folder) for folder in folders)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:  # a process that ended meanwhile
+        return ""
+
+
+def _used(folder: Path) -> float:
+    fields = _read(folder / "stat").rsplit(")", 1)[-1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS if len(fields) > 12 else 0.0
+
+
+def move(driver, label: str, key: str, visited: list[tuple[str, float]], shown: set[str], server: int) -> bool:
     """Press ``key`` on slider ``label``; print the seconds until the chart shows the new setting and, when
-    that was a preview, until the exact curve replaces it (noted in ``visited`` with the setting). A setting not
-    ``shown`` before and drawn exact at once (on CUDA, where there is no preview) is a miss too. Returns whether
-    it missed the cache."""
+    that was a preview, until the exact curve replaces it (noted in ``visited`` with the setting), with the
+    core-seconds the ``server`` process and chromium used meanwhile (on 2 cores, what chromium draws is taken from
+    the computation). A setting not ``shown`` before and drawn exact at once (on CUDA, where there is no preview)
+    is a miss too. Returns whether it missed the cache."""
     before = title(driver)
+    used = cpu_seconds(server), cpu_seconds()
     start = time.perf_counter()
     slider_step(driver, label, key)
     wait_for(driver, "title() !== args[0] && title().includes('z by layer')", before)
@@ -233,7 +258,8 @@ def move(driver, label: str, key: str, visited: list[tuple[str, float]], shown: 
         return not cached
     shown.add(setting)
     done = wait_for(driver, "!title().includes('Preview') && title().includes('z by layer')") + drawn
-    print(f"{setting:18} {drawn:13.2f}s {done:11.2f}s")
+    print(f"{setting:18} {drawn:13.2f}s {done:11.2f}s {cpu_seconds(server) - used[0]:14.1f} "
+          f"{cpu_seconds() - used[1]:8.1f}")
     visited.append((setting, done))
     return True
 
