@@ -47,11 +47,10 @@ chart(run.null_figure(layer), run.null_table(layer), "null-distribution",
       f"Layer {layer}: rho_readout = {chosen.rho_readout:.4f}, null mean {chosen.null_mean:.4f}, "
       f"sd {chosen.null_std:.4f}, z = {chosen.z:.2f}, p = {chosen.p_value:.3f} ({run.describe()}).")
 
-left, right = st.columns(2)
-with left:
-    chart(run.pc1_figure(), run.table(), "pc1-angle", "0 deg: inside V_k; 90 deg: a dark direction.")
-with right:
-    chart(run.pc_heatmap(), run.table(), "pc-angle-heatmap")
+# one under the other, each the page's width: in two columns, chromium replotted both after every preview although
+# their figures (the layers' PCA against V_k) had not changed (BENCHMARKS.md)
+chart(run.pc1_figure(), run.table(), "pc1-angle", "0 deg: inside V_k; 90 deg: a dark direction.")
+chart(run.pc_heatmap(), run.table(), "pc-angle-heatmap")
 chart(run.spectral_figure(), run.table(), "spectral",
       "On the CCR-corrected states. RankMe: exp(entropy of normalised singular values); alpha-ReQ: power-law "
       "decay of eigenvalues fitted over ranks 1-100; isotropy: IsoScore (0 = one direction, 1 = all d equal); "
