@@ -177,16 +177,18 @@ class Background:
                 parts.append(f"{group}: {sum(task.state == 'done' for task in tasks)}/{len(tasks)} ready")
         return " · ".join(parts)
 
+    def _showing(self) -> bool:  # the lock held
+        return any(task.shows and task.state == "running" for task in self.tasks)
+
     def showing(self) -> bool:
         """A task whose result the page shows runs (or waits for the cores)."""
         with self.lock:
-            return any(task.shows and task.state == "running" for task in self.tasks)
+            return self._showing()
 
     def wait_shown(self, timeout: float) -> None:
         """Wait until no task whose result the page shows runs, ``timeout`` seconds at most."""
         with self.changed:
-            self.changed.wait_for(lambda: not any(task.shows and task.state == "running" for task in self.tasks),
-                                  timeout)
+            self.changed.wait_for(lambda: not self._showing(), timeout)
 
     def to_draw(self) -> bool:
         """A task the page asked for because it shows its result is done: the page should rerun (once per
