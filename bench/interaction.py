@@ -42,8 +42,11 @@ def free_port() -> int:
         return handle.getsockname()[1]
 
 
-def start_app(cache: Path, models: Path) -> tuple[subprocess.Popen, str]:
+def start_app(cache: Path, models: Path) -> tuple[subprocess.Popen, str, float]:
+    """The app's server, its address, and the seconds it took to listen (on its first start, with the built-in model
+    fetched and de-quantised: ``python -m dashboard``'s ``prepare_builtin``)."""
     port = free_port()
+    start = time.perf_counter()
     env = {**os.environ, "RG_CACHE_DIR": str(cache), "RG_MODELS_DIR": str(models), "RG_ALLOWED_ROOTS": str(cache)}
     process = subprocess.Popen([sys.executable, "-m", "dashboard", "--server.port", str(port), "--server.headless",
                                 "true", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
@@ -51,10 +54,10 @@ def start_app(cache: Path, models: Path) -> tuple[subprocess.Popen, str]:
                                cwd=ROOT, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
+    for _ in range(3000):
         try:
             if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
-                return process, url
+                return process, url, time.perf_counter() - start
         except OSError:
             time.sleep(0.1)
     raise RuntimeError("the app did not start")
@@ -163,12 +166,13 @@ def main() -> None:
         build_model(args.shape, Path(args.model), train_tokenizer(builtin_corpus().text, vocab_size=512))
     models = cache / "models" if args.fetch else Path(os.environ.get("RG_MODELS_DIR", ROOT / "cache" / "models"))
     os.environ["RG_MODELS_DIR"] = str(models)  # the app's and, afterwards, the agreement's
-    process, url = start_app(cache, models)
+    converted = any(models.glob("gguf-*/config.json"))
+    process, url, listening = start_app(cache, models)
     driver = browser()
     query = urlencode({"model": args.model, "n_tokens": args.n_tokens})
-    fetched = "model not fetched yet" if args.fetch else "model fetched"
+    fetched = "model not fetched yet" if args.fetch else "model fetched" + ("" if converted else ", not converted")
     print(f"{os.cpu_count()} CPU cores; model {args.model}, N = {args.n_tokens}; results cache empty ({cache}), "
-          f"{fetched}")
+          f"{fetched}; the server listened after {listening:.1f} s")
     visited, shown = [], set()
     try:
         if args.first == "triage":

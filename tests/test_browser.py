@@ -51,7 +51,8 @@ def server(sweep_store, tmp_path_factory):
             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "RG_STORE": str(sweep_store)},
             stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(600):  # the health endpoint answers once the server is up (bounded: 60 s)
+    for _ in range(3000):  # the health endpoint answers once the server is up (bounded: 300 s; on a fresh clone the
+        # server fetches and de-quantises the built-in model first)
         try:
             if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
                 break
