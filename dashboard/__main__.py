@@ -32,9 +32,9 @@ APP = Path(__file__).resolve().parent.parent / "app.py"
 
 def prepare_builtin() -> None:
     """The built-in model (the page's default) fetched and de-quantised to safetensors, said on stderr: on the first
-    start only, about 15 s on a laptop (transformers parses the GGUF's metadata three times), which the first visitor's
-    first answer waited for instead (z preview 27.6 s instead of 9.6 s, BENCHMARKS.md). A failure (offline, a
-    read-only models folder) is said here and left to the page, which says it again."""
+    start only (the server listened after 12 s instead of 4 s on a laptop), which the first visitor's first answer
+    waited for instead (z preview after 27.6 s instead of 11 s, BENCHMARKS.md). A failure (offline, a read-only models
+    folder) is said here and left to the page, which says it again."""
     try:
         if not builtin_gguf_path().exists():
             print(f"Fetching the built-in model {BUILTIN_NAME} (first start only) ...", file=sys.stderr)
