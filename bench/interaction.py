@@ -11,11 +11,12 @@ against the engine's own sweep of the same setting on the same states; and (``--
 first chart and exact charts.
 
 Usage: python bench/interaction.py [--model smollm2-135m | --shape pythia-410m] [--n-tokens 512] [--moves 10]
-[--jumps 4] [--pause 0] [--first triage | readout | models | compare] [--pages] (needs Debian's chromium and
-chromium-driver; ``--fetch``: the model is fetched and converted first; ``--shape``: a random model of that Pythia
-shape is saved with ``save_pretrained`` first; ``--first``: the page opened first on the empty cache (Across models
-and Side by side of the model alone: until its first chart and until its exact charts are drawn); ``--pages``: then
-each other page that computes on the model, until its first chart and until its exact charts are drawn).
+[--jumps 4] [--pause 0] [--first triage | readout | models | compare] [--pages] [--series FOLDER] (needs Debian's
+chromium and chromium-driver; ``--fetch``: the model is fetched and converted first; ``--shape``: a random model of
+that Pythia shape is saved with ``save_pretrained`` first; ``--first``: the page opened first on the empty cache
+(Across models and Side by side of the model alone: until its first chart and until its exact charts are drawn);
+``--pages``: then each other page that computes on the model, until its first chart and until its exact charts are
+drawn; ``--series``: then Across training on a checkpoint folder, e.g. ``readout-geometry train-demo``'s, likewise).
 """
 
 import argparse
@@ -42,12 +43,13 @@ def free_port() -> int:
         return handle.getsockname()[1]
 
 
-def start_app(cache: Path, models: Path) -> tuple[subprocess.Popen, str, float]:
+def start_app(cache: Path, models: Path, roots: tuple[Path, ...] = ()) -> tuple[subprocess.Popen, str, float]:
     """The app's server, its address, and the seconds it took to listen (on its first start, with the built-in model
     fetched and de-quantised: ``python -m dashboard``'s ``prepare_builtin``)."""
     port = free_port()
     start = time.perf_counter()
-    env = {**os.environ, "RG_CACHE_DIR": str(cache), "RG_MODELS_DIR": str(models), "RG_ALLOWED_ROOTS": str(cache)}
+    env = {**os.environ, "RG_CACHE_DIR": str(cache), "RG_MODELS_DIR": str(models),
+           "RG_ALLOWED_ROOTS": os.pathsep.join(map(str, (cache, *roots)))}
     process = subprocess.Popen([sys.executable, "-m", "dashboard", "--server.port", str(port), "--server.headless",
                                 "true", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
                                 "--global.developmentMode", "false"],  # also where streamlit is not in site-packages
@@ -153,6 +155,8 @@ def main() -> None:
     parser.add_argument("--shape", help="a random model of this Pythia shape (bench/gpu.py's SHAPES), saved first")
     parser.add_argument("--pages", action="store_true",
                         help="then open each other page that computes on the model: its first chart, its exact charts")
+    parser.add_argument("--series", type=Path,
+                        help="then open Across training on this checkpoint folder (e.g. train-demo's neox-d128)")
     args = parser.parse_args()
     print(cpu_description())  # the server inherits bench/laptop.py's settings
     cache = Path(tempfile.mkdtemp(prefix="rg-interaction-"))
@@ -167,7 +171,7 @@ def main() -> None:
     models = cache / "models" if args.fetch else Path(os.environ.get("RG_MODELS_DIR", ROOT / "cache" / "models"))
     os.environ["RG_MODELS_DIR"] = str(models)  # the app's and, afterwards, the agreement's
     converted = any(models.glob("gguf-*/config.json"))
-    process, url, listening = start_app(cache, models)
+    process, url, listening = start_app(cache, models, (args.series.resolve(),) if args.series else ())
     driver = browser()
     query = urlencode({"model": args.model, "n_tokens": args.n_tokens})
     fetched = "model not fetched yet" if args.fetch else "model fetched" + ("" if converted else ", not converted")
@@ -210,6 +214,12 @@ def main() -> None:
             time.sleep(args.pause)
         if args.pages:
             other_pages(driver, url, query)
+        if args.series:
+            print(f"\nAcross training on {args.series.name}, nothing of it cached\n"
+                  f"{'page':30} {'first chart':>11} {'exact charts':>12}  first chart's title")
+            series_query = urlencode({"model": str(args.series.resolve()), "source": "Checkpoint folder",
+                                      "n_tokens": args.n_tokens})
+            page_times(driver, url, series_query, "training", "Across training")
         peak = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{process.pid}/status").read_text())
         print(f"\nthe server's peak memory (resident set): {int(peak.group(1)) / 2**20:.2f} GiB")
     finally:
