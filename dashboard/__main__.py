@@ -42,7 +42,7 @@ def prepare_builtin() -> None:
         if not (converted_gguf(ref) / "config.json").exists():
             print(f"De-quantising the built-in model {BUILTIN_NAME} (first start only) ...", file=sys.stderr)
             gguf_as_safetensors(ref, TqdmProgress())
-    except (InputError, OSError) as error:
+    except (InputError, OSError, MemoryError) as error:
         print(f"The built-in model is not ready ({error}); the page will say so.", file=sys.stderr)
 
 

@@ -13,6 +13,7 @@ import gc
 import os
 import shutil
 import struct
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,20 +114,26 @@ def gguf_as_safetensors(ref: ModelRef, progress: Progress | None = None) -> Path
     return converted
 
 
+_GGUF_PATCHED = threading.Lock()  # held while gguf's functions are replaced (:func:`_gguf_parsed_once`)
+
+
 @contextlib.contextmanager
 def _gguf_parsed_once():
     """While transformers reads a GGUF (its config, weights and tokenizer): gguf's reader made once per file and its
     tensor-name map once per architecture, where transformers makes them again at each step. For the built-in model
     it parsed the file's metadata three times (3.4 s each on a laptop) and built the name map for each of the model's
-    397 modules (4.5 s), of a 14 s conversion (BENCHMARKS.md). Both are read, never changed, by transformers."""
+    397 modules (4.5 s), of a 14 s conversion (BENCHMARKS.md). Both are read, never changed, by transformers. One
+    conversion at a time in the process, so that gguf's own functions are always the ones put back."""
     import gguf
 
-    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
-    gguf.GGUFReader, gguf.get_tensor_name_map = functools.lru_cache(2)(reader), functools.lru_cache(8)(name_map)
-    try:
-        yield
-    finally:
-        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+    with _GGUF_PATCHED:
+        reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+        gguf.GGUFReader, gguf.get_tensor_name_map = functools.lru_cache(2)(reader), functools.lru_cache(8)(name_map)
+        try:
+            yield
+        finally:
+            gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+
 
 
 def remove_stale_partials(converted: Path) -> None:
