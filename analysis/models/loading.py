@@ -135,7 +135,6 @@ def _gguf_parsed_once():
             gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
 
 
-
 def remove_stale_partials(converted: Path) -> None:
     """Delete ``<converted>.partial-<pid>`` folders whose converting process is gone (killed mid-way)."""
     for partial in converted.parent.glob(f"{converted.name}.partial-*"):
