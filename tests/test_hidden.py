@@ -118,6 +118,30 @@ def test_a_gguf_is_parsed_once_while_it_is_converted_and_gguf_is_left_as_it_was(
     assert isinstance(gguf.GGUFReader(path), reader_class)
 
 
+def test_two_conversions_at_once_put_back_gguf_s_own_functions():
+    import threading
+
+    import gguf
+
+    from analysis.models.loading import _gguf_parsed_once
+
+    originals, inside, second_done = (gguf.GGUFReader, gguf.get_tensor_name_map), threading.Event(), threading.Event()
+
+    def second() -> None:
+        inside.wait()
+        with _gguf_parsed_once():  # begins while the first one runs
+            pass
+        second_done.set()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    with _gguf_parsed_once():
+        inside.set()
+        assert not second_done.wait(0.2)  # it waits for the first one
+    thread.join(5)
+    assert second_done.is_set() and (gguf.GGUFReader, gguf.get_tensor_name_map) == originals
+
+
 def test_auto_dtype_is_bfloat16_only_where_the_cpu_computes_it(monkeypatch):
     import analysis.models.devices as devices
 
