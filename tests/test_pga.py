@@ -11,7 +11,7 @@ from analysis.geometry import pga
 from analysis.geometry.ccr import fit_pca, fit_pcas, remove_components
 from analysis.geometry.eigen import top_eigh
 from analysis.geometry.pga import PGASettings, null_bases, pga_sweep, sample_pairs
-from analysis.geometry.radix import sorted_keys
+from analysis.geometry.radix import sign_rho, sorted_keys
 from analysis.geometry.ranks import (
     centred_ranks,
     ranked_reference,
@@ -247,6 +247,33 @@ def test_cosines_ranked_a_chunk_at_a_time_equal_scipy_on_every_design(monkeypatc
         np.testing.assert_allclose(found, plain_spearman(full.numpy(), cosines), rtol=0, atol=1e-6)
         assert found[0] > 0.5 and np.all(np.abs(found[2:]) < found[0] - 0.3)  # planted in the readout only
         assert set(np.unique(cosines[1])) <= {-1.0, 1.0}  # k = 1: two tie runs
+
+
+def test_k_1_counted_equals_the_radix_sort_and_scipy_with_zeros_and_reference_ties(monkeypatch):
+    """At k = 1 the cosines (-1, 0 or +1) are ranked by counting: the same numerators and rho as the radix sort of the
+    same cosines (a zero second coordinate keeps them, not the width), equal to scipy; the side of a planted split
+    found, nothing in an unrelated direction. On every design, with points at +-0.0 and a reference with ties."""
+    rng = np.random.default_rng(5)
+    side = np.where(np.arange(150) % 2 == 0, 1.0, -1.0)
+    states = (rng.standard_normal((150, 30)) + 4 * side[:, None] * np.eye(30)[0]).astype(np.float32)
+    states[10:20] = states[:10]  # duplicate tokens: the reference's cosines tie
+    unrelated = rng.standard_normal(30) * (np.arange(30) > 0)  # orthogonal to the split
+    directions = np.stack([np.eye(30)[0], unrelated], axis=1).astype(np.float32)
+    points = (states @ directions).T[:, :, None].copy()
+    points[0, 30:33, 0], points[1, 40, 0] = 0.0, -0.0  # cosines of exactly 0
+    counts = []
+    monkeypatch.setattr("analysis.geometry.ranks.sign_rho", lambda *a: counts.append(1) or sign_rho(*a))
+    for design in [sample_pairs(150, None, 0), sample_pairs(150, 999, 0), sample_pairs(150, None, 0, pair_blocks=50)]:
+        full = pga._cosine_grams(torch.tensor(states[design.order])[None], design.block)[0, design.flat]
+        reference = ranked_reference(full)
+        counted = spearman_cosines(reference, points, design.rows).numpy()
+        assert len(counts) == 2 and not counts.clear()  # each subspace counted
+        sorted_ = spearman_cosines(reference, np.pad(points, ((0, 0), (0, 0), (0, 1))), design.rows).numpy()
+        np.testing.assert_array_equal(counted, sorted_)
+        cosines = pga._cosine_grams(torch.tensor(points[:, design.order]), design.block)[:, design.flat].numpy()
+        assert set(np.unique(cosines)) == {-1.0, 0.0, 1.0}
+        np.testing.assert_allclose(counted, plain_spearman(full.numpy(), cosines), rtol=0, atol=1e-9)
+        assert counted[0] > 0.5 and abs(counted[1]) < 0.1  # the split found along its direction only
 
 
 def test_exact_sweep_equals_scipy_on_planted_states_at_k_1_and_on_a_tiny_model(tiny_models, tmp_path):
