@@ -18,8 +18,9 @@ the capacity histogram. The rules:
   models are in use at once (1 unless ``RG_RESIDENT_MODELS`` says otherwise). A request on another model
   waits until the work on the current one is over (the page says so), and its load then evicts it.
 - **Quiet while a page is drawn** (``quiet``): only previews and pages' own work run, so the page and the
-  browser have the cores. Each visitor's quiet is its own: it ends at its deadline (a page sent: a moment for the
-  browser to draw its first chart) or when that visitor's own call ends it, whatever other visitors' pages do.
+  browser have the cores; also from the moment a result the page shows is done until its rerun draws it. Each
+  visitor's quiet is its own: it ends at its deadline (a page sent: a moment for the browser to draw its first
+  chart) or when that visitor's own call ends it, whatever other visitors' pages do.
 
 Nested holds in one thread are one hold (a computation may call another).
 """
@@ -151,12 +152,14 @@ class Admission:
         finally:
             self._give_back(release_model=True)
 
-    def quiet(self, seconds: float, owner: object = None) -> None:
+    def quiet(self, seconds: float, owner: object = None, extend: bool = False) -> None:
         """Only previews and pages' own work run for the next ``seconds`` from now, for ``owner`` (a visitor's
-        session): its later call shortens or extends its own quiet (0 ends it), never another owner's."""
+        session): its later call shortens or extends its own quiet (0 ends it), never another owner's; with
+        ``extend``, it only extends it (a page run's longer quiet stands)."""
         with self.condition:
             now = time.monotonic()
+            until = max(now + seconds, self.quiet_until.get(owner, now)) if extend else now + seconds
             self.quiet_until = {o: end for o, end in self.quiet_until.items() if end > now and o != owner}
-            if seconds > 0:
-                self.quiet_until[owner] = now + seconds
+            if until > now:
+                self.quiet_until[owner] = until
             self.condition.notify_all()

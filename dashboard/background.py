@@ -34,6 +34,10 @@ REFRESH_SECONDS = 1.0
 # rerun at once) and looks this often for it and for a visitor's newer move (reading the session state is where
 # Streamlit stops a script run for a newer one); the line is redrawn once a refresh period, only when it changed.
 POLL_SECONDS = 0.1
+# A result the page shows is done: the session's other work waits this long at most for the page's rerun, which then
+# holds the cores while it draws it (its own quiet replaces this one). Taken after the slot was free, a preview ahead
+# ran beside that rerun until its first pause point.
+RERUN_SECONDS = 1.0
 
 
 class Superseded(Exception):
@@ -78,8 +82,9 @@ class Task:
 class Background:
     """A session's background tasks and the thread that runs them, one at a time, in order."""
 
-    def __init__(self, admission: Admission) -> None:
+    def __init__(self, admission: Admission, owner: object = None) -> None:
         self.admission = admission
+        self.owner = owner  # the session, whose quiet a result it shows starts (:data:`RERUN_SECONDS`)
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)  # notified when a task ends
         self.tasks: list[Task] = []
@@ -137,6 +142,8 @@ class Background:
 
                 step()
                 task.run(progress, lambda: contextlib.nullcontext(step))
+                if task.shows:  # quiet from before the slot is free: the page's rerun to draw it comes first
+                    self.admission.quiet(RERUN_SECONDS, self.owner, extend=True)
             task.state = "done"
         except Preempted:  # run again in its turn: a preview from the start, a fill from its first missing layer
             task.state = "waiting"

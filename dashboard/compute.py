@@ -335,7 +335,7 @@ def background(tasks: list[Task], where=None) -> None:
         tasks = [task for task in tasks if task.shows]
     worker = st.session_state.get("background")
     if worker is None:
-        worker = st.session_state["background"] = Background(policy())
+        worker = st.session_state["background"] = Background(policy(), _visitor())
     worker.replace(tasks)
     with where if where is not None else contextlib.nullcontext():
         show_status(worker)

@@ -499,6 +499,42 @@ def test_each_visitors_quiet_is_its_own_and_only_its_own_call_ends_it():
     assert script.log == ["exact"] and not admission.quiet_until
 
 
+def test_a_quiet_that_only_extends_leaves_a_longer_one_standing():
+    admission = Admission()
+    admission.quiet(60, "visitor")  # a page run
+    admission.quiet(1, "visitor", extend=True)
+    assert admission.quiet_until["visitor"] - time.monotonic() > 50
+    admission.quiet(1, "visitor")  # the page is drawn: its own call shortens it
+    admission.quiet(30, "visitor", extend=True)
+    assert 20 < admission.quiet_until["visitor"] - time.monotonic() <= 30
+    admission.quiet(0, "visitor", extend=True)
+    assert admission.quiet_until["visitor"] - time.monotonic() > 20
+    admission.quiet(0, "visitor")
+    assert not admission.quiet_until
+
+
+def test_a_shown_result_done_quiets_its_session_until_the_page_rerun_draws_it(monkeypatch):
+    """When the exact curve is done, the session's next task (a preview ahead) does not take the cores it frees: it
+    waits for the page's rerun (here its quiet ending), not beside it; another session's quiet is not touched."""
+    from dashboard import background
+    from dashboard.background import Background, Task
+
+    monkeypatch.setattr(background, "RERUN_SECONDS", 60.0)
+    admission, ahead = Admission(), threading.Event()
+    admission.quiet(0.5, "another visitor")
+    worker = Background(admission, "visitor")
+    worker.replace([Task("k = 4, CCR-1", "Exact curve", Priority.NEXT, lambda progress, slot: None, "A", shows=True),
+                    Task("k = 2, CCR-1", "Previews ahead", Priority.BACKGROUND, lambda *_: ahead.set(), "A")])
+    with worker.changed:
+        assert worker.changed.wait_for(lambda: worker.tasks[0].state == "done", timeout=30)
+    assert not ahead.wait(1.0)  # the other visitor's quiet is over: this session's own holds it
+    assert admission.quiet_until["visitor"] - time.monotonic() > 50
+    admission.quiet(10, "visitor")  # the rerun starts: its page's quiet replaces it
+    admission.quiet(0, "visitor")  # and the page is drawn
+    assert ahead.wait(30)
+    worker.join(30)
+
+
 def test_long_work_steps_aside_for_a_preview_at_its_next_pause_and_carries_on():
     admission, log = Admission(), []
 
