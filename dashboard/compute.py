@@ -248,9 +248,9 @@ def stored_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
 def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
                 ccrs: tuple[int, ...] | None = None) -> PGARun:
     """The preview (``preview_settings``: a second or so on a laptop CPU; at once when it was previewed
-    ahead); on a GPU the exact run itself. At the policy's first priority: other work steps aside at its
-    next pause point."""
-    if not needs_preview(view.device):
+    ahead); where a preview would not pay (a GPU, k = 1: :func:`needs_preview`) the exact run itself. At the policy's
+    first priority: other work steps aside at its next pause point."""
+    if not needs_preview(view.device, k):
         return pga(view, loaded, k, ccrs)
     settings = preview_settings(_settings(loaded, view, k, ccrs))
 
@@ -301,7 +301,7 @@ def exact_task(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs:
 
 def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> list[Task]:
     """Each layer's PCA readied, then previews of the ``wanted`` (k, CCR) settings into memory, so that a move
-    there draws at once (background work; none on a GPU, where the exact curve is as quick)."""
+    there draws at once (background work; none where the exact curve is as quick: :func:`needs_preview`)."""
     text, held, identity = corpus(view), states(view, loaded), loaded.ref.identity
 
     def warm(progress, slot) -> None:
@@ -317,7 +317,7 @@ def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, in
     tasks = [Task("PCA of every layer", "Previews ahead", Priority.BACKGROUND, warm, identity, scope)]
     if needs_preview(view.device):
         tasks += [Task(f"k = {k}, CCR-{c}", "Previews ahead", Priority.BACKGROUND, preview(k, c), identity, scope)
-                  for k, c in wanted]
+                  for k, c in wanted if needs_preview(view.device, k)]
     return tasks
 
 

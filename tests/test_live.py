@@ -645,9 +645,26 @@ def test_the_page_previews_every_setting_along_both_sliders_in_memory(tiny_model
     states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
     monkeypatch.setattr(pipeline, "pga_sweep", None)  # anything computed now would fail
     for k, ccr in along_sliders(k_grid(32), 8, 2):
+        if k == 1:  # drawn exact at once, not previewed (the next test)
+            continue
         settings = preview_settings(pga_settings(32, (k,), (ccr,), seed=11))
         run = analyses.model_pga(loaded, builtin_corpus(), view.sampling, settings, compute=CPU, states=states)
         assert run.preview and len(run.results) == states.value.n_layers
+
+
+def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_previews_no_k_1_setting(tiny_models):
+    """At k = 1 the exact sweep counts its tie runs, as quick as a preview: the page run draws the exact curve (no
+    preview, no exact run left to the background) and no preview ahead is made at k = 1."""
+    model = tiny_models[("gpt_neox", False)]
+    app = run_page("pages/readout.py", settle=False, model=model, n_tokens=128, k=1, ccr=2, seed=11)
+    assert not app.exception and not app.error
+    spec = app.get("plotly_chart")[0].proto.spec
+    assert "Preview" not in spec and "k = 1" in spec
+    keys = [(task.group, task.key) for task in app.session_state["background"].tasks]
+    assert not [key for key in keys if key[0] == "Exact curve"]
+    ahead = [key for group, key in keys if group == "Previews ahead"]
+    assert "k = 2, CCR-2" in ahead and not [key for key in ahead if key.startswith("k = 1,")]
+    assert ("Nearby settings", "k = 1, CCR-1") in keys  # filled in exactly, as any neighbour
 
 
 def test_a_failing_fill_says_so_and_leaves_nothing_half_written(tiny_models, monkeypatch):
