@@ -20,6 +20,8 @@ k = 100, R = 100 (CCR-1).
   draws), each layer's PCA not yet remembered, and again remembered (a slider move on
   states already analysed);
 - warm slider: one layer recomputed for a new k from states already in memory;
+- k = 1: the exact sweep where every cosine is -1, 0 or +1 (ranked by counting its tie runs), each layer's PCA
+  remembered;
 - moves (``--moves``): the app's order of work after the exact curve of k, CCR-1, in the engine: each move's preview,
   then its exact sweep in the same memory (which starts from the projections the exact curve and the preview left),
   against the same exact sweep with only the layers' PCAs remembered (the CLI's): how much the preview delays the
@@ -163,6 +165,8 @@ def main() -> None:
     t_warm = seconds(lambda: pga_sweep(states, basis, quick, device=str(device), memory=memory), device)
     t_slider = seconds(lambda: pga_sweep(states, basis, PGASettings(ks=(args.k // 2,), ccrs=(1,), n_null=args.n_null),
                                          layers=[min(5, args.layers - 1)], device=str(device)), device)
+    t_one = seconds(partial(pga_sweep, states, basis, PGASettings(ks=(1,), ccrs=(1,), n_null=args.n_null),
+                            device=str(device), memory=pcas_of(memory)), device)
 
     print(f"{args.layers} layers, N = {args.n}, d = {args.d}, k = {args.k}, R = {args.n_null}, "
           f"{n_pairs} pairs, device {device}, torch threads {torch.get_num_threads()}")
@@ -183,6 +187,8 @@ def main() -> None:
           f"{quick.projection} projection): {t_cold:.2f} s, "
           f"{t_warm:.2f} s with each layer's PCA remembered ({t_ours / t_warm:.1f}x less than exact)")
     print(f"warm slider (1 layer, new k): {t_slider:.2f} s")
+    print(f"exact sweep at k = 1 (every cosine -1, 0 or +1: the tie runs counted), each layer's PCA remembered: "
+          f"{t_one:.2f} s")
     if args.moves:
         preview_delays(states, basis, args.k, device)
     if not args.skip_reference:
