@@ -314,11 +314,9 @@ def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, in
                                                          compute=view.compute, states=held, slot=slot)
 
     scope = _scope(view, loaded)
-    tasks = [Task("PCA of every layer", "Previews ahead", Priority.BACKGROUND, warm, identity, scope)]
-    if needs_preview(view.device):
-        tasks += [Task(f"k = {k}, CCR-{c}", "Previews ahead", Priority.BACKGROUND, preview(k, c), identity, scope)
-                  for k, c in wanted if needs_preview(view.device, k)]
-    return tasks
+    return [Task("PCA of every layer", "Previews ahead", Priority.BACKGROUND, warm, identity, scope)] + [
+        Task(f"k = {k}, CCR-{c}", "Previews ahead", Priority.BACKGROUND, preview(k, c), identity, scope)
+        for k, c in wanted if needs_preview(view.device, k)]
 
 
 def fill_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> list[Task]:
