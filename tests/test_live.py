@@ -3,6 +3,7 @@ computation at a time; background fill that fails says so and leaves nothing hal
 
 import contextlib
 import json
+import re
 import threading
 import time
 import types
@@ -601,6 +602,22 @@ def test_nested_holds_in_one_thread_are_one_hold():
             outer()
         assert admission.models["A"] == 1
     assert admission.holder is None and not admission.models
+
+
+def test_a_progress_bar_is_sent_at_each_new_step_and_at_most_every_quarter_second_within_one(monkeypatch):
+    from dashboard import compute
+
+    sent, now = [], [100.0]
+    monkeypatch.setattr(compute.st, "progress", lambda *shown: types.SimpleNamespace(
+        progress=lambda *shown: sent.append(" ".join(re.findall(r"[a-z]+|\d+", shown[1])[:2]))))
+    monkeypatch.setattr(compute.time, "monotonic", lambda: now[0])
+    bar = compute.Bar("work")
+    for step, total in (("layers", 10), ("bootstrap", 5)):
+        for done in range(total):
+            bar(step, done, total)
+            now[0] += 0.1  # a quarter second is 2.5 reports
+        bar.touch()  # a pause point, as often as the engine calls it: no send of its own
+    assert sent == ["layers 0", "layers 3", "layers 6", "layers 9", "bootstrap 0", "bootstrap 3"]
 
 
 def test_the_resident_models_are_bounded_and_the_released_one_named():
