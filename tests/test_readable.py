@@ -113,3 +113,27 @@ def test_the_word_order_task_is_at_chance_in_the_embeddings_by_construction(tiny
         pooled = pooled_states(loaded, [original, shuffled])
         np.testing.assert_allclose(pooled[0, 0], pooled[0, 1], atol=1e-5)  # the embeddings cannot tell
         assert not np.allclose(pooled[-1, 0], pooled[-1, 1], atol=1e-4)  # context-mixing layers can
+
+
+def test_figures_made_in_one_call_place_panels_lines_and_labels_as_plotlys_helpers_do():
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from analysis.geometry.pga import LayerPGA
+
+    results = [LayerPGA(layer, 4, 1, 64, 2016, 0.5, np.linspace(0.1, 0.3, 10), 1.0, (0.5, 1.5), 0.3, np.full(10, 45.0),
+                        np.full(10, 0.5), 0.5, 2.0, 1.0, 0.5, 10.0 ** layer) for layer in range(3)]
+    panels = figures.spectral_small_multiples(results).layout
+    grid = make_subplots(rows=1, cols=len(figures.SPECTRAL), subplot_titles=[t for _, t in figures.SPECTRAL]).layout
+    for axis in ("xaxis", "yaxis", "xaxis3", "yaxis5"):
+        assert panels[axis].domain == pytest.approx(grid[axis].domain) and panels[axis].anchor == grid[axis].anchor
+    assert [(a.text, a.x, a.font.size) for a in panels.annotations] == [(a.text, pytest.approx(a.x), a.font.size)
+                                                                       for a in grid.annotations]
+    helper = go.Figure(go.Scatter(x=[0, 1], y=[0, 1]))
+    helper.add_hline(y=90, line_dash="dot", annotation_text="90 deg: dark direction")
+    helper.add_vline(x=4, line_color="#d62728", annotation_text="k = 4")
+    one_call = (figures.pc_angle_by_layer(results).layout, figures.readout_spectrum(np.ones(8), 4).layout)
+    assert [s.to_plotly_json() for s in helper.layout.shapes] == [one_call[0].shapes[0].to_plotly_json(),
+                                                                 one_call[1].shapes[0].to_plotly_json()]
+    assert [a.to_plotly_json() for a in helper.layout.annotations] == [one_call[0].annotations[0].to_plotly_json(),
+                                                                      one_call[1].annotations[0].to_plotly_json()]
