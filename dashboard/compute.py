@@ -91,7 +91,7 @@ class Bar:
 
     The bar is sent at most every ``SEND_EVERY`` seconds, and at once when the step changes: each send is
     drawn by the browser, which shares the cores with the computation (a 31-layer exact run at k = 1 on 2 cores:
-    sent at every layer, the browser took 0.3 core-s more and the run 0.15 s longer)."""
+    sent at every layer, the browser took 0.25 core-s more and the move 0.18 s longer)."""
 
     SEND_EVERY = 0.25
 
