@@ -11,7 +11,7 @@ from analysis.geometry import pga
 from analysis.geometry.ccr import fit_pca, fit_pcas, remove_components
 from analysis.geometry.eigen import top_eigh
 from analysis.geometry.pga import PGASettings, null_bases, pga_sweep, sample_pairs
-from analysis.geometry.radix import sign_rho, sorted_keys
+from analysis.geometry.radix import count_subspaces, sorted_keys
 from analysis.geometry.ranks import (
     centred_ranks,
     ranked_reference,
@@ -263,12 +263,13 @@ def test_k_1_counted_equals_the_radix_sort_and_scipy_with_zeros_and_reference_ti
     points = (states @ directions).T[:, :, None].copy()
     points[0, 30:33, 0], points[1, 40, 0] = 0.0, -0.0  # cosines of exactly 0; none in subspaces 2 and 3
     counts = []
-    monkeypatch.setattr("analysis.geometry.ranks.sign_rho", lambda *a: counts.append(1) or sign_rho(*a))
+    monkeypatch.setattr("analysis.geometry.ranks.count_subspaces", lambda points, first, stop, *rest: counts.append(
+        stop - first) or count_subspaces(points, first, stop, *rest))
     for design in [sample_pairs(150, None, 0), sample_pairs(150, 999, 0), sample_pairs(150, None, 0, pair_blocks=50)]:
         full = pga._cosine_grams(torch.tensor(states[design.order])[None], design.block)[0, design.flat]
         reference = ranked_reference(full)
         counted = spearman_cosines(reference, points, design.rows).numpy()
-        assert len(counts) == 4 and not counts.clear()  # each subspace counted
+        assert sum(counts) == 4 and not counts.clear()  # each subspace counted
         sorted_ = spearman_cosines(reference, np.pad(points, ((0, 0), (0, 0), (0, 1))), design.rows).numpy()
         np.testing.assert_array_equal(counted, sorted_)
         cosines = pga._cosine_grams(torch.tensor(points[:, design.order]), design.block)[:, design.flat].numpy()

@@ -301,6 +301,26 @@ def _last_pass(spare, first, shift):
 
 
 @njit(nogil=True, cache=True)
+def rank_subspaces(points, first, stop, order, starts, cols, block, chunk, flagged, shift, keys, count, spare, by_value,
+                   numerators, norms):
+    """``numerators[i], norms[i]`` of subspaces ``i`` in ``first..stop - 1`` of ``points`` ``[m, N, k]``: each one's
+    cosines keyed (:func:`cosine_keys`, arguments as there) and ranked against the reference (:func:`rho_of_keys`,
+    ``keys``, ``count``, ``spare``, ``by_value`` its scratch), in one call: the caller's thread takes the GIL once for
+    them all, not between the steps."""
+    for i in range(first, stop):
+        cosine_keys(points[i], order, starts, cols, block, chunk, keys, count)
+        numerators[i], norms[i] = rho_of_keys(keys, count, flagged, shift, spare, by_value)
+
+
+@njit(nogil=True, cache=True)
+def count_subspaces(points, first, stop, order, starts, cols, block, weights, numerators, norms):
+    """``numerators[i], norms[i]`` of subspaces ``i`` in ``first..stop - 1`` of ``points`` ``[m, N, 1]`` by
+    :func:`sign_rho` (arguments as there), in one call."""
+    for i in range(first, stop):
+        numerators[i], norms[i] = sign_rho(points[i], order, starts, cols, block, weights)
+
+
+@njit(nogil=True, cache=True)
 def sorted_keys(values):
     """(keys ``[n]`` uint32, order ``[n]`` int64): the float32 ``values`` ``[n]`` (n < 2^31) sorted stably, as their
     monotone keys (:func:`_monotone`: equal exactly where the values are) and the positions they came from; by the

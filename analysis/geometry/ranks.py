@@ -29,18 +29,18 @@ import torch
 
 from analysis.cores import WORKERS, each_on_every_core, on_every_core
 from analysis.geometry.radix import (
-    cosine_keys,
+    count_subspaces,
     pair_weights,
     rank_sorted,
-    rho_of_keys,
+    rank_subspaces,
     rho_parts,
     scratch,
     settle_runs,
-    sign_rho,
     sorted_keys,
 )
 
 GRAM_ROWS = 64  # rows of a Gram matrix made at a time: [64, <= T] float32 stays in a core's L2 cache
+SIGNS_AT_ONCE = 8  # k = 1: subspaces counted a call (~0.6 ms on one core); alone, each took the GIL after 0.07 ms
 TASK_VALUES = 2**20  # values sorted per task: a few rows of 10^5 pairs, most rows of 10^4
 _LOW = np.int64(0xFFFFFFFF)
 _MAGNITUDE = np.int32(0x7FFFFFFF)
@@ -207,28 +207,32 @@ def spearman_cosines(reference: RankedReference, points: np.ndarray, pairs: Pair
                      pause: Callable[[], None] | None = None, every: int = 1) -> torch.Tensor:
     """``[m]`` Spearman correlations with ``reference`` of each subspace's cosine similarities at ``pairs``:
     ``points`` ``[m, N, k]`` float32 (taken in ``pairs.order``, the tokens fall in blocks of ``pairs.block``). Each core
-    takes the next subspace and makes its keys in one compiled call (:func:`analysis.geometry.radix.cosine_keys`: its
+    takes the next subspace and ranks it in one compiled call (:func:`analysis.geometry.radix.rank_subspaces`: its
     points taken in that order and normalised, their Gram matrices made ``GRAM_ROWS`` rows at a time and keyed while
-    in the core's cache; no Python between the steps, so the cores do not wait for each other's interpreter), then
-    ranks them; at k = 1 it counts the three tie runs instead (:func:`analysis.geometry.radix.sign_rho`, 15x faster).
+    in the core's cache (:func:`analysis.geometry.radix.cosine_keys`), then sorted; no Python between the steps, so
+    the cores do not wait for the interpreter, which the dashboard's server shares); at k = 1 it counts the three tie
+    runs instead (:func:`analysis.geometry.radix.count_subspaces`, 15x faster), ``SIGNS_AT_ONCE`` subspaces a call.
     ``pause`` is called before each ``every`` subspaces after the first (:func:`each_on_every_core`).
     Equal to :func:`spearman_ranked` of the Gram matrices up to their float32 rounding (tested). BLAS calls on every
     core: call it under :func:`analysis.cores.one_blas_thread`."""
     m = len(points)
     numerators, norms = np.empty(m), np.empty(m)
     order = np.arange(points.shape[1]) if pairs.order is None else np.asarray(pairs.order, np.int64)
+    counted = points.shape[-1] == 1  # k = 1: every cosine is -1, 0 or +1, ranked by counting
+    at_once = SIGNS_AT_ONCE if counted else 1
 
-    def rank(i: int, space: tuple) -> None:
-        keys, count, spare, by_value = space
-        cosine_keys(points[i], order, pairs.starts, pairs.cols, pairs.block, GRAM_ROWS, keys, count)
-        numerators[i], norms[i] = rho_of_keys(keys, count, reference.flagged, reference.shift, spare, by_value)
+    def rank(item: int, space: tuple) -> None:
+        first, stop = item * at_once, min(m, (item + 1) * at_once)
+        if counted:
+            count_subspaces(points, first, stop, order, pairs.starts, pairs.cols, pairs.block, space, numerators,
+                            norms)
+        else:
+            rank_subspaces(points, first, stop, order, pairs.starts, pairs.cols, pairs.block, GRAM_ROWS,
+                           reference.flagged, reference.shift, *space, numerators, norms)
 
-    def counted(i: int, weights: np.ndarray) -> None:  # k = 1: every cosine is -1, 0 or +1, ranked by counting
-        numerators[i], norms[i] = sign_rho(points[i], order, pairs.starts, pairs.cols, pairs.block, weights)
-
-    if points.shape[-1] == 1:
+    if counted:
         weights = pair_weights(reference.flagged, reference.shift)  # 0.05 ms: made per call, never remembered
-        each_on_every_core(counted, m, lambda: weights, pause, every)
+        each_on_every_core(rank, -(-m // at_once), lambda: weights, pause, max(1, every // at_once))
     else:
         each_on_every_core(rank, m, lambda: scratch(len(pairs.cols)), pause, every)
     return reference.rho(numerators, norms)
