@@ -307,8 +307,10 @@ def exact_task(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs:
 
 
 def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> list[Task]:
-    """Each layer's PCA readied, then previews of the ``wanted`` (k, CCR) settings into memory, so that a move
-    there draws at once (background work; none where the exact curve is as quick: :func:`needs_preview`)."""
+    """Each layer's PCA readied, then each of the ``wanted`` (k, CCR) settings in turn, so that a move there draws at
+    once (background work): its preview into memory, or where the exact curve is as quick as a preview
+    (:func:`needs_preview`: k = 1 on the CPU, every k on a GPU) the exact run itself into the disk cache, as
+    :func:`fill_tasks` would make it after every preview (a jump to k = 1 was computed at each jump: ~0.9 s drawn)."""
     text, held, identity = corpus(view), states(view, loaded), loaded.ref.identity
 
     def warm(progress, slot) -> None:
@@ -323,13 +325,16 @@ def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, in
     scope = _scope(view, loaded)
     return [Task("PCA of every layer", "Previews ahead", Priority.BACKGROUND, warm, identity, scope)] + [
         Task(f"k = {k}, CCR-{c}", "Previews ahead", Priority.BACKGROUND, preview(k, c), identity, scope)
-        for k, c in wanted if needs_preview(view.device, k)]
+        if needs_preview(view.device, k) else exact_task(view, loaded, k, (c,), shows=False, group="Nearby settings")
+        for k, c in wanted]
 
 
 def fill_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> list[Task]:
-    """The exact runs of the ``wanted`` (k, CCR) settings, as background work: a setting in the disk cache already
-    is read there and done (looking it up in the page's run cost ~0.25 s a run)."""
-    return [exact_task(view, loaded, k, (c,), shows=False, group="Nearby settings") for k, c in wanted]
+    """The exact runs of the ``wanted`` (k, CCR) settings that are previewed ahead (:func:`ahead_tasks` readies the
+    others exactly), as background work: a setting in the disk cache already is read there and done (looking it up in
+    the page's run cost ~0.25 s a run)."""
+    return [exact_task(view, loaded, k, (c,), shows=False, group="Nearby settings") for k, c in wanted
+            if needs_preview(view.device, k)]
 
 
 def background(tasks: list[Task], where=None) -> None:

@@ -669,9 +669,12 @@ def test_the_page_previews_every_setting_along_both_sliders_in_memory(tiny_model
         assert run.preview and len(run.results) == states.value.n_layers
 
 
-def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_previews_no_k_1_setting(tiny_models):
+def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_exactly_in_the_previews_place(
+        tiny_models):
     """At k = 1 the exact sweep counts its tie runs, as quick as a preview: the page run draws the exact curve (no
-    preview, no exact run left to the background) and no preview ahead is made at k = 1."""
+    preview, no exact run left to the background); no k = 1 setting is previewed ahead: each is filled in exactly
+    where its preview would be in the background's order (before the farther settings' previews), once. Away from
+    k = 1, the slider's end at k = 1 is readied exactly among the nearby settings' previews, not after all of them."""
     model = tiny_models[("gpt_neox", False)]
     app = run_page("pages/readout.py", settle=False, model=model, n_tokens=128, k=1, ccr=2, seed=11)
     assert not app.exception and not app.error
@@ -681,7 +684,18 @@ def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_previews_no_k_1_setti
     assert not [key for key in keys if key[0] == "Exact curve"]
     ahead = [key for group, key in keys if group == "Previews ahead"]
     assert "k = 2, CCR-2" in ahead and not [key for key in ahead if key.startswith("k = 1,")]
-    assert ("Nearby settings", "k = 1, CCR-1") in keys  # filled in exactly, as any neighbour
+    for k in (1, 4):
+        if k == 4:
+            app = run_page("pages/readout.py", settle=False, model=model, n_tokens=128, k=4, ccr=2, seed=11)
+        keys = [(task.group, task.key) for task in app.session_state["background"].tasks]
+        app.session_state["background"].replace([])  # its work stops: none of it is left to the next tests
+        near = nearby(k_grid(32), k, 2)
+        wanted = list(dict.fromkeys(near + along_sliders(k_grid(32), k, 2)))
+        readied = [("Previews ahead" if wk > 1 else "Nearby settings", f"k = {wk}, CCR-{c}") for wk, c in wanted]
+        filled = [("Nearby settings", f"k = {wk}, CCR-{c}") for wk, c in near if wk > 1]
+        ahead = [key for key in keys if key[0] != "Exact curve"]  # at k = 4, unless another test stored it
+        assert ahead == [("Previews ahead", "PCA of every layer"), *readied, *filled]  # k = 1 in its place, once
+        assert ("Nearby settings", "k = 1, CCR-2" if k == 4 else "k = 1, CCR-1") in readied[:6]
 
 
 def test_a_failing_fill_says_so_and_leaves_nothing_half_written(tiny_models, monkeypatch):
