@@ -698,6 +698,24 @@ def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_
         assert ("Nearby settings", "k = 1, CCR-2" if k == 4 else "k = 1, CCR-1") in readied[:6]
 
 
+def test_where_no_setting_needs_a_preview_every_setting_along_the_sliders_is_filled_in_exactly_once(tiny_models,
+                                                                                                     monkeypatch):
+    """As on a GPU (no preview pays at any k): the page draws the exact curve itself, and the background fills in
+    every wanted setting exactly, in the order wanted, after the PCA; no preview ahead, no fill repeated after them."""
+    from dashboard import compute
+
+    monkeypatch.setattr(compute, "needs_preview", lambda device="auto", k=None: False)
+    model = tiny_models[("gpt_neox", False)]
+    app = run_page("pages/readout.py", settle=False, model=model, n_tokens=128, k=4, ccr=2, seed=11)
+    assert not app.exception and not app.error
+    assert "Preview" not in app.get("plotly_chart")[0].proto.spec
+    keys = [(task.group, task.key) for task in app.session_state["background"].tasks]
+    app.session_state["background"].replace([])
+    wanted = dict.fromkeys(nearby(k_grid(32), 4, 2) + along_sliders(k_grid(32), 4, 2))
+    assert keys == [("Previews ahead", "PCA of every layer"),
+                    *(("Nearby settings", f"k = {k}, CCR-{c}") for k, c in wanted)]
+
+
 def test_a_failing_fill_says_so_and_leaves_nothing_half_written(tiny_models, monkeypatch):
     from dashboard import compute
 
