@@ -326,16 +326,19 @@ def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, in
     scope = _scope(view, loaded)
     return [Task("PCA of every layer", "Previews ahead", Priority.BACKGROUND, warm, identity, scope)] + [
         Task(f"k = {k}, CCR-{c}", "Previews ahead", Priority.BACKGROUND, preview(k, c), identity, scope)
-        if needs_preview(view.device, k) else exact_task(view, loaded, k, (c,), shows=False, group="Nearby settings")
-        for k, c in wanted]
+        if needs_preview(view.device, k) else _fill_task(view, loaded, k, c) for k, c in wanted]
 
 
 def fill_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> list[Task]:
     """The exact runs of the ``wanted`` (k, CCR) settings that are previewed ahead (:func:`ahead_tasks` readies the
     others exactly), as background work: a setting in the disk cache already is read there and done (looking it up in
     the page's run cost ~0.25 s a run)."""
-    return [exact_task(view, loaded, k, (c,), shows=False, group="Nearby settings") for k, c in wanted
-            if needs_preview(view.device, k)]
+    return [_fill_task(view, loaded, k, c) for k, c in wanted if needs_preview(view.device, k)]
+
+
+def _fill_task(view: ViewState, loaded: LoadedModel, k: int, ccr: int) -> Task:
+    """The exact run of (k, ``ccr``) as fill: the same task whichever list holds it."""
+    return exact_task(view, loaded, k, (ccr,), shows=False, group="Nearby settings")
 
 
 def background(tasks: list[Task], where=None) -> None:

@@ -169,7 +169,6 @@ def pc_angle_by_layer(results: list[LayerPGA]) -> go.Figure:
                    yaxis=dict(title="angle to V_k (degrees)", range=[0, 92]), xaxis=dict(title="layer"))
 
 
-
 def pc_angle_heatmap(results: list[LayerPGA]) -> go.Figure:
     """Angles of PC1..PCn to V_k: layers x components."""
     angles = np.array([r.pc_angles_deg for r in results])
