@@ -680,15 +680,14 @@ def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_
     assert not app.exception and not app.error
     spec = app.get("plotly_chart")[0].proto.spec
     assert "Preview" not in spec and "k = 1" in spec
-    keys = [(task.group, task.key) for task in app.session_state["background"].tasks]
-    assert not [key for key in keys if key[0] == "Exact curve"]
-    ahead = [key for group, key in keys if group == "Previews ahead"]
-    assert "k = 2, CCR-2" in ahead and not [key for key in ahead if key.startswith("k = 1,")]
-    for k in (1, 4):
-        if k == 4:
-            app = run_page("pages/readout.py", settle=False, model=model, n_tokens=128, k=4, ccr=2, seed=11)
+    assert not [task for task in app.session_state["background"].tasks if task.group == "Exact curve"]
+
+    def readied_in_order(app, k: int) -> None:
+        """The page's background list at (k, CCR-2) is the PCA, each wanted setting once in order (a preview ahead,
+        or at k = 1 its exact fill), then the previewed nearby settings' fills; its work is stopped (none of it is
+        left to the next tests)."""
         keys = [(task.group, task.key) for task in app.session_state["background"].tasks]
-        app.session_state["background"].replace([])  # its work stops: none of it is left to the next tests
+        app.session_state["background"].replace([])
         near = nearby(k_grid(32), k, 2)
         wanted = list(dict.fromkeys(near + along_sliders(k_grid(32), k, 2)))
         readied = [("Previews ahead" if wk > 1 else "Nearby settings", f"k = {wk}, CCR-{c}") for wk, c in wanted]
@@ -696,6 +695,9 @@ def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_
         ahead = [key for key in keys if key[0] != "Exact curve"]  # at k = 4, unless another test stored it
         assert ahead == [("Previews ahead", "PCA of every layer"), *readied, *filled]  # k = 1 in its place, once
         assert ("Nearby settings", "k = 1, CCR-2" if k == 4 else "k = 1, CCR-1") in readied[:6]
+
+    readied_in_order(app, 1)  # no k = 1 setting previewed ahead; k = 2, CCR-2 is
+    readied_in_order(run_page("pages/readout.py", settle=False, model=model, n_tokens=128, k=4, ccr=2, seed=11), 4)
 
 
 def test_where_no_setting_needs_a_preview_every_setting_along_the_sliders_is_filled_in_exactly_once(tiny_models,
