@@ -17,10 +17,12 @@ the capacity histogram. The rules:
 - **Bounded memory.** A hold names the model it computes on; at most ``resident_models`` different
   models are in use at once (1 unless ``RG_RESIDENT_MODELS`` says otherwise). A request on another model
   waits until the work on the current one is over (the page says so), and its load then evicts it.
-- **Quiet while a page is drawn** (``quiet``): only previews and pages' own work run, so the page and the
-  browser have the cores; also from the moment a result the page shows is done until its rerun draws it. Each
-  visitor's quiet is its own: it ends at its deadline (a page sent: a moment for the browser to draw its first
-  chart) or when that visitor's own call ends it, whatever other visitors' pages do.
+- **Quiet while a page is drawn** (``quiet``): the visitor's own work outside its page run (its exact curves,
+  previews ahead, fill) waits, so the page and the browser have the cores; also from the moment a result the page
+  shows is done until its rerun draws it. Each visitor's quiet is its own: it holds only that visitor's work (another
+  visitor's browser draws on its own machine, and a stream of another visitor's page runs must not stall this
+  one's exact curves), and it ends at its deadline (a page sent: a moment for the browser to draw its first chart)
+  or when that visitor's own call ends it.
 
 Nested holds in one thread are one hold (a computation may call another).
 """
@@ -49,6 +51,7 @@ class Request:
     number: int
     name: str = field(compare=False)
     model: str | None = field(compare=False, default=None)
+    owner: object = field(compare=False, default=None)  # the visitor whose work it is (whose quiet holds it)
 
 
 class Admission:
@@ -78,13 +81,14 @@ class Admission:
         """The request's model is in use already, or one more model stays within the bound."""
         return request.model is None or request.model in self.models or len(self.models) < self.resident_models
 
-    def _quiet_left(self, priority: Priority) -> float:
-        if priority <= Priority.PAGE or not self.quiet_until:
+    def _quiet_left(self, request: Request) -> float:
+        """Seconds the quiet of the request's owner holds it (a preview or a page's own work: none)."""
+        if request.priority <= Priority.PAGE or request.owner not in self.quiet_until:
             return 0.0
-        return max(0.0, max(self.quiet_until.values()) - time.monotonic())
+        return max(0.0, self.quiet_until[request.owner] - time.monotonic())
 
     def _next(self) -> Request | None:
-        admissible = sorted(r for r in self.waiting if self._fits(r) and not self._quiet_left(r.priority))
+        admissible = sorted(r for r in self.waiting if self._fits(r) and not self._quiet_left(r))
         return admissible[0] if admissible else None
 
     def _take(self, request: Request, counted: bool) -> None:
@@ -93,7 +97,7 @@ class Admission:
             self.condition.notify_all()  # a holder's pause, and anyone watching, sees the request
             try:
                 while self.holder is not None or self._next() is not request:
-                    self.condition.wait(timeout=self._quiet_left(request.priority) or None)
+                    self.condition.wait(timeout=self._quiet_left(request) or None)
             finally:
                 self.waiting.remove(request)
             self.holder = (threading.get_ident(), request)
@@ -113,7 +117,7 @@ class Admission:
     def _pause(self, request: Request) -> None:
         with self.condition:
             waiting = self._next()
-            urgent = (waiting is not None and waiting.priority < request.priority) or self._quiet_left(request.priority)
+            urgent = (waiting is not None and waiting.priority < request.priority) or self._quiet_left(request)
         if urgent:
             self._give_back(release_model=False)  # still computing on its model: it stays in use
             self._take(request, counted=True)
@@ -138,14 +142,15 @@ class Admission:
             return None
 
     @contextlib.contextmanager
-    def hold(self, priority: Priority, name: str, model: str | None = None):
-        """Hold the slot for ``name`` at ``priority`` (on ``model``, an identity); the value is the holder's
-        ``pause()``. Nested in a hold of the same thread: that hold's pause."""
+    def hold(self, priority: Priority, name: str, model: str | None = None, owner: object = None):
+        """Hold the slot for ``name`` at ``priority`` (on ``model``, an identity; for ``owner``, the visitor whose
+        quiet holds it); the value is the holder's ``pause()``. Nested in a hold of the same thread: that hold's
+        pause."""
         if self.holder is not None and self.holder[0] == threading.get_ident():
             outer = self.holder[1]
             yield lambda: self._pause(outer)
             return
-        request = Request(priority, next(self.numbers), name, model)
+        request = Request(priority, next(self.numbers), name, model, owner)
         self._take(request, counted=False)
         try:
             yield lambda: self._pause(request)
@@ -153,9 +158,9 @@ class Admission:
             self._give_back(release_model=True)
 
     def quiet(self, seconds: float, owner: object = None, extend: bool = False) -> None:
-        """Only previews and pages' own work run for the next ``seconds`` from now, for ``owner`` (a visitor's
-        session): its later call shortens or extends its own quiet (0 ends it), never another owner's; with
-        ``extend``, it only extends it (a page run's longer quiet stands)."""
+        """``owner``'s (a visitor's session) work outside its page run waits for the next ``seconds`` from now: its
+        later call shortens or extends its own quiet (0 ends it), never another owner's; with ``extend``, it only
+        extends it (a page run's longer quiet stands)."""
         with self.condition:
             now = time.monotonic()
             until = max(now + seconds, self.quiet_until.get(owner, now)) if extend else now + seconds

@@ -84,7 +84,7 @@ class Background:
 
     def __init__(self, admission: Admission, owner: object = None) -> None:
         self.admission = admission
-        self.owner = owner  # the session, whose quiet a result it shows starts (:data:`RERUN_SECONDS`)
+        self.owner = owner  # the session: its quiet holds this work, which starts it (:data:`RERUN_SECONDS`)
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)  # notified when a task ends
         self.tasks: list[Task] = []
@@ -132,7 +132,7 @@ class Background:
 
         task.state = "running"
         try:
-            with self.admission.hold(task.priority, task.group, task.model) as pause:
+            with self.admission.hold(task.priority, task.group, task.model, self.owner) as pause:
                 step, time_left = checked(pause), TimeLeft()
 
                 def progress(stage: str, done: int, total: int) -> None:

@@ -216,11 +216,11 @@ def policy() -> Admission:
     return _POLICY
 
 
-DRAWING_SECONDS = 10.0  # a page run starting: other work waits until it is drawn, this long at most
-# a page drawn: other work waits while the browser draws its first chart. Chromium drew a move's z chart 0.0-0.3 s
-# after the page run sent it (2 cores; the rest of the page after it). Half a second made the exact curve wait for a
-# browser already done: the moves after the first took 1.48-1.72x the engine's sweep from the key press, against
-# 1.42-1.49x at 0.15 s, where the z chart was drawn as soon (BENCHMARKS.md)
+DRAWING_SECONDS = 10.0  # a page run starting: the visitor's other work waits until it is drawn, this long at most
+# a page drawn: the visitor's other work waits while the browser draws its first chart. Chromium drew a move's z
+# chart 0.0-0.3 s after the page run sent it (2 cores; the rest of the page after it). Half a second made the exact
+# curve wait for a browser already done: the moves after the first took 1.48-1.72x the engine's sweep from the key
+# press, against 1.42-1.49x at 0.15 s, where the z chart was drawn as soon (BENCHMARKS.md)
 RENDERING_SECONDS = 0.15
 
 
@@ -231,13 +231,14 @@ def _visitor() -> str | None:
 
 
 def page_started() -> None:
-    """A visitor's page run began (the sidebar calls this): the page gets the cores until it is drawn."""
+    """A visitor's page run began (the sidebar calls this): the visitor's own work outside it waits until it is drawn
+    (:meth:`Admission.quiet`; other visitors' work runs on)."""
     policy().quiet(DRAWING_SECONDS, _visitor())
 
 
 def page_drawn() -> None:
-    """The visible part of the page is sent; other work starts ``RENDERING_SECONDS`` later, once the browser has drawn
-    it."""
+    """The visible part of the page is sent; the visitor's other work starts ``RENDERING_SECONDS`` later, once the
+    browser has drawn it."""
     policy().quiet(RENDERING_SECONDS, _visitor())
 
 

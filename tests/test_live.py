@@ -434,9 +434,9 @@ class Script:
     def __init__(self, admission):
         self.admission, self.log = admission, []
 
-    def thread(self, name, priority):
+    def thread(self, name, priority, owner=None):
         def work():
-            with self.admission.hold(priority, name):
+            with self.admission.hold(priority, name, owner=owner):
                 self.log.append(name)
 
         return threading.Thread(target=work, name=name)
@@ -483,21 +483,75 @@ def test_while_a_page_is_drawn_its_own_work_runs_and_work_outside_it_waits():
     assert script.log == ["load", "preview", "exact", "fill"]
 
 
-def test_each_visitors_quiet_is_its_own_and_only_its_own_call_ends_it():
+def test_each_visitors_quiet_holds_its_own_work_and_only_its_own_call_ends_it():
     admission = Admission()
     script = Script(admission)
     admission.quiet(60, "visitor A")  # A's page is drawn, its browser renders it
     admission.quiet(60, "visitor B")  # B's page run starts
-    exact = script.thread("exact", Priority.NEXT)
-    exact.start()
+    exact_a, exact_b = script.thread("exact A", Priority.NEXT, "visitor A"), script.thread("exact B", Priority.NEXT,
+                                                                                          "visitor B")
+    exact_a.start()
     waiting(admission, 1)
-    admission.quiet(0, "visitor A")  # A's quiet ends: B's page is still being drawn
+    admission.quiet(0, "visitor B")  # B's page is drawn: A's quiet stands, and holds A's exact curve
     with admission.condition:
         assert not admission.condition.wait_for(lambda: script.log, timeout=0.3)
-    assert script.log == [] and len(admission.waiting) == 1
+    admission.quiet(60, "visitor B")  # B's next page run
+    exact_b.start()
+    waiting(admission, 2)
+    admission.quiet(0, "visitor A")  # A's page is drawn: B's quiet does not hold A's work
+    exact_a.join(30)
+    assert script.log == ["exact A"] and len(admission.waiting) == 1
     admission.quiet(0, "visitor B")
-    exact.join()
-    assert script.log == ["exact"] and not admission.quiet_until
+    exact_b.join(30)
+    assert script.log == ["exact A", "exact B"] and not admission.quiet_until
+
+
+def test_a_stream_of_another_visitors_page_runs_does_not_stall_a_visitors_exact_curve():
+    """A visitor (or a script) rerunning pages back to back keeps its own quiet alive; every other visitor's work
+    outside its page run still runs."""
+    admission, stop = Admission(), threading.Event()
+    script = Script(admission)
+
+    def reruns():
+        while not stop.is_set():
+            admission.quiet(10, "rerunning visitor")  # a page run starts, and another before it is drawn
+            time.sleep(0.01)
+
+    rerunning = threading.Thread(target=reruns)
+    rerunning.start()
+    try:
+        exact, its_own = script.thread("exact", Priority.NEXT, "visitor"), script.thread(
+            "its own fill", Priority.BACKGROUND, "rerunning visitor")
+        its_own.start()
+        exact.start()
+        exact.join(30)
+        assert script.log == ["exact"]  # its own background work is held, as long as it reruns
+    finally:
+        stop.set()
+        rerunning.join()
+    admission.quiet(0, "rerunning visitor")
+    its_own.join(30)
+    assert script.log == ["exact", "its own fill"]
+
+
+def test_a_sessions_background_work_is_its_own_to_the_quiet():
+    """The session's background thread asks for the slot as that session: another visitor's page run does not hold
+    its exact curve; its own does."""
+    from dashboard.background import Background, Task
+
+    admission, done = Admission(), threading.Event()
+    admission.quiet(60, "another visitor")
+    worker = Background(admission, "visitor")
+    worker.replace([Task("k = 4, CCR-1", "Exact curve", Priority.NEXT, lambda *_: done.set(), "A", shows=True)])
+    assert done.wait(30)
+    worker.join(30)
+    admission.quiet(60, "visitor")
+    done.clear()
+    worker.replace([Task("k = 8, CCR-1", "Exact curve", Priority.NEXT, lambda *_: done.set(), "A", shows=True)])
+    assert not done.wait(0.5)
+    admission.quiet(0, "visitor")
+    assert done.wait(30)
+    worker.join(30)
 
 
 def test_a_quiet_that_only_extends_leaves_a_longer_one_standing():

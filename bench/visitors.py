@@ -1,0 +1,89 @@
+"""Two visitors on one server, in two chromium windows: visitor B moves the Layer slider back and forth (a page run
+every ``--gap`` seconds, nothing to compute: a visitor, or a script, rerunning pages back to back), while visitor A
+moves k, then CCR depth, each to a setting not in the cache. Prints when A's preview and A's exact curve are drawn,
+``--limit`` seconds at most, and how many page runs B asked for meanwhile.
+
+Each visitor's quiet (``dashboard.admission``) holds only that visitor's own work outside its page run; a stream of B's
+page runs must not stall A's exact curve.
+
+Usage: python bench/visitors.py [--gap 0.05] [--limit 60]   (as on a laptop: bench/laptop.py first; needs Debian's
+chromium and chromium-driver)
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlencode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from interaction import ROOT, browser, shown_setting, slider_step, start_app, title, wait_for  # noqa: E402
+
+from analysis.models.devices import cpu_description  # noqa: E402
+
+MOVES = (("k", "k (readout dimensions)", "ARROW_LEFT"), ("CCR", "CCR depth (components removed)", "ARROW_RIGHT"))
+
+
+def rerun_layers(driver, gap: float, stop: threading.Event, count: list[int]) -> None:
+    """Step the Layer slider right, left, right, ... every ``gap`` seconds until ``stop``; ``count[0]``: steps made."""
+    from selenium.webdriver.common.keys import Keys
+
+    keys = (Keys.ARROW_RIGHT, Keys.ARROW_LEFT)
+    while not stop.is_set():
+        slider_step(driver, "Layer", keys[count[0] % 2])
+        count[0] += 1
+        time.sleep(gap)
+
+
+def main() -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gap", type=float, default=0.05, help="seconds between visitor B's layer moves")
+    parser.add_argument("--limit", type=float, default=60, help="seconds to wait for A's exact curve")
+    args = parser.parse_args()
+    print(cpu_description())
+    cache = Path(tempfile.mkdtemp(prefix="rg-visitors-"))
+    models = Path(os.environ.get("RG_MODELS_DIR", ROOT / "cache" / "models"))
+    os.environ["RG_MODELS_DIR"] = str(models)
+    process, url, _ = start_app(cache, models)
+    a, b = browser(), browser()
+    query = urlencode({"model": "smollm2-135m", "n_tokens": 512})
+    print(f"{os.cpu_count()} CPU cores; visitor B moves the Layer slider every {args.gap:g} s")
+    print(f"{'A moves':20} {'preview drawn':>13} {'exact drawn':>12} {'B page runs':>12}")
+    try:
+        for driver in (a, b):
+            driver.get(f"{url}/readout?{query}")
+            wait_for(driver, "title().includes('z by layer') && !title().includes('Preview')")
+        for short, label, key in MOVES:
+            time.sleep(3)  # the previews ahead of A's setting are ready: the preview is drawn at once
+            stop, count = threading.Event(), [0]
+            rerunning = threading.Thread(target=rerun_layers, args=(b, args.gap, stop, count))
+            rerunning.start()
+            try:
+                time.sleep(1)
+                before, start = title(a), time.perf_counter()
+                slider_step(a, label, getattr(Keys, key))
+                wait_for(a, "title() !== args[0] && title().includes('z by layer')", before)
+                drawn = time.perf_counter() - start
+                try:
+                    wait_for(a, "!title().includes('Preview')", timeout=args.limit)
+                    exact = f"{time.perf_counter() - start:11.2f}s"
+                except Exception:  # selenium's TimeoutException
+                    exact = f"> {args.limit:g} s"
+            finally:
+                stop.set()
+                rerunning.join()
+            print(f"{short + ': ' + shown_setting(a):20} {drawn:12.2f}s {exact:>12} {count[0]:12d}")
+    finally:
+        a.quit()
+        b.quit()
+        process.terminate()
+
+
+if __name__ == "__main__":
+    main()
