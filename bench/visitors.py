@@ -1,10 +1,13 @@
-"""Two visitors on one server, in two chromium windows: visitor B moves the Layer slider back and forth (a page run
-every ``--gap`` seconds, nothing to compute: a visitor, or a script, rerunning pages back to back), while visitor A
-moves k, then CCR depth, each to a setting not in the cache. Prints when A's preview and A's exact curve are drawn,
-``--limit`` seconds at most, and how many page runs B asked for meanwhile.
+"""Visitors sharing one server, each in a chromium window of its own.
 
-Each visitor's quiet (``dashboard.admission``) holds only that visitor's own work outside its page run; a stream of B's
-page runs must not stall A's exact curve.
+1. Visitor B moves the Layer slider back and forth (a page run every ``--gap`` seconds, nothing to compute: a visitor,
+   or a script, rerunning pages back to back), while visitor A moves k, then CCR depth, each to a setting not in the
+   cache. Prints when A's preview and A's exact curve are drawn, ``--limit`` seconds at most, and how many page runs B
+   asked for meanwhile. Each visitor's quiet (``dashboard.admission``) holds only that visitor's own work outside its
+   page run: a stream of B's page runs must not stall A's exact curve.
+2. Visitor C opens Readout alignment at a new seed, looks at the exact curve for 2 s and closes the window. Prints the
+   server's core-seconds in the minute after: the work C's session had lined up (previews ahead, fill) stops when
+   its browser goes.
 
 Usage: python bench/visitors.py [--gap 0.05] [--limit 60]   (as on a laptop: bench/laptop.py first; needs Debian's
 chromium and chromium-driver)
@@ -21,7 +24,16 @@ from urllib.parse import urlencode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from interaction import ROOT, browser, shown_setting, slider_step, start_app, title, wait_for  # noqa: E402
+from interaction import (  # noqa: E402
+    ROOT,
+    browser,
+    cpu_seconds,
+    shown_setting,
+    slider_step,
+    start_app,
+    title,
+    wait_for,
+)
 
 from analysis.models.devices import cpu_description  # noqa: E402
 
@@ -40,8 +52,6 @@ def rerun_layers(driver, gap: float, stop: threading.Event, count: list[int]) ->
 
 
 def main() -> None:
-    from selenium.webdriver.common.keys import Keys
-
     parser = argparse.ArgumentParser()
     parser.add_argument("--gap", type=float, default=0.05, help="seconds between visitor B's layer moves")
     parser.add_argument("--limit", type=float, default=60, help="seconds to wait for A's exact curve")
@@ -51,10 +61,21 @@ def main() -> None:
     models = Path(os.environ.get("RG_MODELS_DIR", ROOT / "cache" / "models"))
     os.environ["RG_MODELS_DIR"] = str(models)
     process, url, _ = start_app(cache, models)
+    print(f"{os.cpu_count()} CPU cores, built-in model, N = 512")
+    try:
+        beside_reruns(url, urlencode({"model": "smollm2-135m", "n_tokens": 512}), args.gap, args.limit)
+        left_behind(url, urlencode({"model": "smollm2-135m", "n_tokens": 512, "seed": 1}), process.pid)
+    finally:
+        process.terminate()
+
+
+def beside_reruns(url: str, query: str, gap: float, limit: float) -> None:
+    """Visitor A's moves of k and CCR depth while visitor B reruns its page every ``gap`` seconds."""
+    from selenium.webdriver.common.keys import Keys
+
+    print(f"Visitor B moves the Layer slider every {gap:g} s\n"
+          f"{'A moves':20} {'preview drawn':>13} {'exact drawn':>12} {'B page runs':>12}")
     a, b = browser(), browser()
-    query = urlencode({"model": "smollm2-135m", "n_tokens": 512})
-    print(f"{os.cpu_count()} CPU cores; visitor B moves the Layer slider every {args.gap:g} s")
-    print(f"{'A moves':20} {'preview drawn':>13} {'exact drawn':>12} {'B page runs':>12}")
     try:
         for driver in (a, b):
             driver.get(f"{url}/readout?{query}")
@@ -62,7 +83,7 @@ def main() -> None:
         for short, label, key in MOVES:
             time.sleep(3)  # the previews ahead of A's setting are ready: the preview is drawn at once
             stop, count = threading.Event(), [0]
-            rerunning = threading.Thread(target=rerun_layers, args=(b, args.gap, stop, count))
+            rerunning = threading.Thread(target=rerun_layers, args=(b, gap, stop, count))
             rerunning.start()
             try:
                 time.sleep(1)
@@ -71,10 +92,10 @@ def main() -> None:
                 wait_for(a, "title() !== args[0] && title().includes('z by layer')", before)
                 drawn = time.perf_counter() - start
                 try:
-                    wait_for(a, "!title().includes('Preview')", timeout=args.limit)
+                    wait_for(a, "!title().includes('Preview')", timeout=limit)
                     exact = f"{time.perf_counter() - start:11.2f}s"
                 except Exception:  # selenium's TimeoutException
-                    exact = f"> {args.limit:g} s"
+                    exact = f"> {limit:g} s"
             finally:
                 stop.set()
                 rerunning.join()
@@ -82,7 +103,23 @@ def main() -> None:
     finally:
         a.quit()
         b.quit()
-        process.terminate()
+
+
+def left_behind(url: str, query: str, server: int) -> None:
+    """A visitor opens Readout alignment, looks at the exact curve for 2 s and closes the window: the server's
+    core-seconds over the minute after."""
+    driver = browser()
+    try:
+        driver.get(f"{url}/readout?{query}")
+        wait_for(driver, "title().includes('z by layer') && !title().includes('Preview')")
+        time.sleep(2)
+    finally:
+        driver.quit()
+    used, start = cpu_seconds(server), time.perf_counter()
+    print("\nA visitor closes the window 2 s after its exact curve: the server's core-seconds after")
+    for second in (10, 60):
+        time.sleep(second - (time.perf_counter() - start))
+        print(f"{second:3d} s: {cpu_seconds(server) - used:5.1f} core-s")
 
 
 if __name__ == "__main__":

@@ -41,7 +41,8 @@ RERUN_SECONDS = 1.0
 
 
 class Superseded(Exception):
-    """A newer page run no longer asks for this task, or (background work) another model is wanted."""
+    """A newer page run no longer asks for this task, the visitor left (a closed tab), or (background work) another
+    model is wanted."""
 
 
 class Preempted(Exception):
@@ -82,9 +83,10 @@ class Task:
 class Background:
     """A session's background tasks and the thread that runs them, one at a time, in order."""
 
-    def __init__(self, admission: Admission, owner: object = None) -> None:
+    def __init__(self, admission: Admission, owner: object = None, present: Callable[[], bool] = lambda: True) -> None:
         self.admission = admission
         self.owner = owner  # the session: its quiet holds this work, which starts it (:data:`RERUN_SECONDS`)
+        self.present = present  # whether the session's browser is still connected: work for nobody stops
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)  # notified when a task ends
         self.tasks: list[Task] = []
@@ -116,14 +118,16 @@ class Background:
             return any(other.state == "waiting" and other.priority < task.priority for other in before)
 
     def _work(self) -> None:
-        while (task := self._next()) is not None:
+        """Run the tasks in order while the visitor is there (a closed tab leaves the rest waiting: a reconnected
+        session's rerun asks for them again)."""
+        while self.present() and (task := self._next()) is not None:
             self._run(task)
 
     def _run(self, task: Task) -> None:
         def checked(pause: Callable[[], None]) -> Callable[[], None]:
             def check() -> None:
-                if not self.wanted(task) or (task.priority == Priority.BACKGROUND
-                                             and self.admission.contended(task.model)):
+                if not self.wanted(task) or not self.present() or (task.priority == Priority.BACKGROUND
+                                                                   and self.admission.contended(task.model)):
                     raise Superseded
                 if self._preempted(task):
                     raise Preempted

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import streamlit as st
 import torch
+from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from analysis.capacity.atlas import Measured
@@ -230,6 +231,13 @@ def _visitor() -> str | None:
     return None if ctx is None else ctx.session_id
 
 
+def _connected(session: str | None) -> Callable[[], bool]:
+    """Whether ``session``'s browser is still connected (Streamlit drops a closed or reloaded tab's session from its
+    active ones; a reconnect brings it back)."""
+    runtime = Runtime.instance() if session is not None and Runtime.exists() else None
+    return lambda: runtime is None or runtime.is_active_session(session)
+
+
 def page_started() -> None:
     """A visitor's page run began (the sidebar calls this): the visitor's own work outside it waits until it is drawn
     (:meth:`Admission.quiet`; other visitors' work runs on)."""
@@ -345,12 +353,14 @@ def _fill_task(view: ViewState, loaded: LoadedModel, k: int, ccr: int) -> Task:
 def background(tasks: list[Task], where=None) -> None:
     """Hand ``tasks`` to this session's background thread and draw the status line (in ``where``, a container
     the page kept for it, else here). In demo mode only the tasks whose result the page shows run (a public
-    instance spends no CPU on what nobody asked for)."""
+    instance spends no CPU on what nobody asked for); a visitor who closes the tab stops the session's work at its
+    next pause point."""
     if demo_mode():
         tasks = [task for task in tasks if task.shows]
     worker = st.session_state.get("background")
     if worker is None:
-        worker = st.session_state["background"] = Background(policy(), _visitor())
+        session = _visitor()
+        worker = st.session_state["background"] = Background(policy(), session, _connected(session))
     worker.replace(tasks)
     with where if where is not None else contextlib.nullcontext():
         show_status(worker)

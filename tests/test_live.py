@@ -554,6 +554,41 @@ def test_a_sessions_background_work_is_its_own_to_the_quiet():
     worker.join(30)
 
 
+def test_a_visitor_who_leaves_stops_the_sessions_work_at_its_next_pause_and_a_return_resumes_it():
+    from dashboard.background import Background, Task
+
+    here, paused, steps = threading.Event(), threading.Event(), []
+    here.set()
+
+    def exact(progress, slot):
+        for layer in range(1000):
+            with slot() as pause:
+                pause()
+            steps.append(layer)
+            if layer == 3:
+                paused.set()
+                while here.is_set():
+                    time.sleep(0.01)
+
+    def tasks():
+        return [Task("k = 4, CCR-1", "Exact curve", Priority.NEXT, exact, "A", shows=True),
+                Task("k = 2, CCR-1", "Previews ahead", Priority.BACKGROUND, lambda *_: steps.append("ahead"), "A")]
+
+    worker = Background(Admission(), "visitor", here.is_set)
+    worker.replace(tasks())
+    assert paused.wait(30)
+    here.clear()  # the tab is closed
+    worker.join(30)
+    assert steps == [0, 1, 2, 3] and [task.state for task in worker.tasks] == ["stopped", "waiting"]
+    here.set()  # the session reconnects: its rerun asks for the same work again
+    paused.clear()
+    worker.replace(tasks())
+    assert paused.wait(30)
+    assert worker.tasks[0].state == "running" and worker.tasks[1].state == "waiting"
+    here.clear()
+    worker.join(30)
+
+
 def test_a_quiet_that_only_extends_leaves_a_longer_one_standing():
     admission = Admission()
     admission.quiet(60, "visitor")  # a page run
