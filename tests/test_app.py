@@ -61,6 +61,8 @@ def test_every_page_on_a_tiny_untied_model(tiny_models, page, n_charts):
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
     assert len(charts(app)) >= n_charts
+    # the session's background work ran (its visitor is there) and the page drew what it brought
+    assert not [c for c in charts(app) if "Preview" in c["layout"].get("title", {}).get("text", "")]
 
 
 def test_moving_k_changes_the_plotted_z(tiny_models):
