@@ -41,8 +41,11 @@ RERUN_SECONDS = 1.0
 
 
 class Superseded(Exception):
-    """A newer page run no longer asks for this task, the visitor left (a closed tab), or (background work) another
-    model is wanted."""
+    """A newer page run no longer asks for this task, or (background work) another model is wanted."""
+
+
+class Absent(Exception):
+    """The visitor's browser is gone (a closed tab, a lost connection): the task waits for the visitor's return."""
 
 
 class Preempted(Exception):
@@ -85,7 +88,7 @@ class Background:
 
     def __init__(self, admission: Admission, owner: object = None, present: Callable[[], bool] = lambda: True) -> None:
         self.admission = admission
-        self.owner = owner  # the session: its quiet holds this work, which starts it (:data:`RERUN_SECONDS`)
+        self.owner = owner  # the session: its quiet holds this work; a result it shows starts one (RERUN_SECONDS)
         self.present = present  # whether the session's browser is still connected: work for nobody stops
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)  # notified when a task ends
@@ -98,6 +101,12 @@ class Background:
         with self.lock:
             kept = {task.identity: task for task in self.tasks if task.state != "stopped"}
             self.tasks = [kept.get(task.identity, task) for task in tasks]
+        self.resume()
+
+    def resume(self) -> None:
+        """Start the thread where tasks wait and none runs them (a new list, or a visitor back after its thread
+        stopped for its absence)."""
+        with self.lock:
             if any(not task.finished for task in self.tasks) and (self.thread is None or not self.thread.is_alive()):
                 self.thread = threading.Thread(target=self._work, name="background", daemon=True)
                 self.thread.start()
@@ -118,16 +127,17 @@ class Background:
             return any(other.state == "waiting" and other.priority < task.priority for other in before)
 
     def _work(self) -> None:
-        """Run the tasks in order while the visitor is there (a closed tab leaves the rest waiting: a reconnected
-        session's rerun asks for them again)."""
+        """Run the tasks in order while the visitor is there (a closed tab leaves them waiting, for :meth:`resume`)."""
         while self.present() and (task := self._next()) is not None:
             self._run(task)
 
     def _run(self, task: Task) -> None:
         def checked(pause: Callable[[], None]) -> Callable[[], None]:
             def check() -> None:
-                if not self.wanted(task) or not self.present() or (task.priority == Priority.BACKGROUND
-                                                                   and self.admission.contended(task.model)):
+                if not self.present():
+                    raise Absent
+                if not self.wanted(task) or (task.priority == Priority.BACKGROUND
+                                             and self.admission.contended(task.model)):
                     raise Superseded
                 if self._preempted(task):
                     raise Preempted
@@ -149,8 +159,8 @@ class Background:
                 if task.shows:  # quiet from before the slot is free: the page's rerun to draw it comes first
                     self.admission.quiet(RERUN_SECONDS, self.owner, extend=True)
             task.state = "done"
-        except Preempted:  # run again in its turn: a preview from the start, a fill from its first missing layer
-            task.state = "waiting"
+        except (Preempted, Absent):
+            task.state = "waiting"  # to run again (a preview from the start, other work from its first missing layer)
         except Superseded:
             task.state = "stopped"
         except (InputError, MemoryError, RuntimeError, torch.OutOfMemoryError) as error:
@@ -225,6 +235,7 @@ def show_status(background: Background) -> None:
 
     def status() -> None:
         refresh = next(refreshes) > 0  # not the page run's own call
+        background.resume()  # the visitor is here: work its thread left when the tab lost its connection goes on
         for task in background.failures():
             st.warning(literal(f"{task.group} ({task.key}) stopped: {task.error}"), icon=":material/warning:")
         line, drawn, drawn_at = st.empty(), None, 0.0

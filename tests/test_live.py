@@ -554,7 +554,7 @@ def test_a_sessions_background_work_is_its_own_to_the_quiet():
     worker.join(30)
 
 
-def test_a_visitor_who_leaves_stops_the_sessions_work_at_its_next_pause_and_a_return_resumes_it():
+def test_a_visitor_who_leaves_stops_the_sessions_work_at_its_next_pause_and_its_return_resumes_it():
     from dashboard.background import Background, Task
 
     here, paused, steps = threading.Event(), threading.Event(), []
@@ -577,14 +577,22 @@ def test_a_visitor_who_leaves_stops_the_sessions_work_at_its_next_pause_and_a_re
     worker = Background(Admission(), "visitor", here.is_set)
     worker.replace(tasks())
     assert paused.wait(30)
-    here.clear()  # the tab is closed
+    here.clear()  # the tab loses its connection
     worker.join(30)
-    assert steps == [0, 1, 2, 3] and [task.state for task in worker.tasks] == ["stopped", "waiting"]
-    here.set()  # the session reconnects: its rerun asks for the same work again
+    assert steps == [0, 1, 2, 3] and [task.state for task in worker.tasks] == ["waiting", "waiting"]
+    here.set()  # it reconnects: the status line's next refresh resumes the work
+    paused.clear()
+    worker.resume()
+    assert paused.wait(30)
+    assert worker.tasks[0].state == "running" and worker.tasks[1].state == "waiting"
+    here.clear()
+    worker.join(30)
+    here.set()  # or the page's rerun asks for the same work again
     paused.clear()
     worker.replace(tasks())
     assert paused.wait(30)
-    assert worker.tasks[0].state == "running" and worker.tasks[1].state == "waiting"
+    assert worker.tasks[0].state == "running" and steps[-1] == 3
+    steps.clear()
     here.clear()
     worker.join(30)
 
