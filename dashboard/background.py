@@ -5,7 +5,8 @@ A page draws what it has (a preview, the stored numbers), hands the rest to its 
 part is drawn. One thread per session runs the tasks in order, each through the server's admission
 policy; a newer page run that no longer asks for a task stops it at its next pause point (finished layers
 stay in the disk cache), and one that asks for more urgent work first (a move's exact curve before the
-previews around it) puts it back in line there. :func:`show_status` draws one quiet line of what is ready,
+previews around it) puts it back in line there; a closed tab's work waits there until its visitor is back (a
+reconnected tab resumes it). :func:`show_status` draws one quiet line of what is ready,
 refreshed while work runs, and reruns the page as soon as a task whose result the page shows is done.
 """
 
