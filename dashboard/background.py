@@ -108,7 +108,7 @@ class Background:
         """Start the thread where tasks wait and none runs them (a new list, or a visitor back after its thread
         stopped for its absence)."""
         with self.lock:
-            if any(not task.finished for task in self.tasks) and (self.thread is None or not self.thread.is_alive()):
+            if self.thread is None and any(not task.finished for task in self.tasks):
                 self.thread = threading.Thread(target=self._work, name="background", daemon=True)
                 self.thread.start()
 
@@ -117,8 +117,13 @@ class Background:
             return task in self.tasks
 
     def _next(self) -> Task | None:
+        """The first waiting task while the visitor is there; else None, and the thread is over (decided under the
+        lock that :meth:`resume` takes, so that a list arriving as the thread ends starts a new one)."""
         with self.lock:
-            return next((task for task in self.tasks if task.state == "waiting"), None)
+            task = next((task for task in self.tasks if task.state == "waiting"), None) if self.present() else None
+            if task is None:
+                self.thread = None
+            return task
 
     def _preempted(self, task: Task) -> bool:
         """A more urgent task waits before ``task`` in the list: a move asked for its exact curve while a preview or
@@ -129,7 +134,7 @@ class Background:
 
     def _work(self) -> None:
         """Run the tasks in order while the visitor is there (a closed tab leaves them waiting, for :meth:`resume`)."""
-        while self.present() and (task := self._next()) is not None:
+        while (task := self._next()) is not None:
             self._run(task)
 
     def _run(self, task: Task) -> None:

@@ -488,8 +488,8 @@ def test_each_visitors_quiet_holds_its_own_work_and_only_its_own_call_ends_it():
     script = Script(admission)
     admission.quiet(60, "visitor A")  # A's page is drawn, its browser renders it
     admission.quiet(60, "visitor B")  # B's page run starts
-    exact_a, exact_b = script.thread("exact A", Priority.NEXT, "visitor A"), script.thread("exact B", Priority.NEXT,
-                                                                                          "visitor B")
+    exact_a = script.thread("exact A", Priority.NEXT, "visitor A")
+    exact_b = script.thread("exact B", Priority.NEXT, "visitor B")
     exact_a.start()
     waiting(admission, 1)
     admission.quiet(0, "visitor B")  # B's page is drawn: A's quiet stands, and holds A's exact curve
@@ -520,8 +520,8 @@ def test_a_stream_of_another_visitors_page_runs_does_not_stall_a_visitors_exact_
     rerunning = threading.Thread(target=reruns)
     rerunning.start()
     try:
-        exact, its_own = script.thread("exact", Priority.NEXT, "visitor"), script.thread(
-            "its own fill", Priority.BACKGROUND, "rerunning visitor")
+        exact = script.thread("exact", Priority.NEXT, "visitor")
+        its_own = script.thread("its own fill", Priority.BACKGROUND, "rerunning visitor")
         its_own.start()
         exact.start()
         exact.join(30)
