@@ -102,6 +102,7 @@ class Background:
         with self.lock:
             kept = {task.identity: task for task in self.tasks if task.state != "stopped"}
             self.tasks = [kept.get(task.identity, task) for task in tasks]
+        self.admission.reconsider()  # the thread's request, if it waits, asks at the new list's priority
         self.resume()
 
     def resume(self) -> None:
@@ -132,6 +133,13 @@ class Background:
             before = self.tasks[:self.tasks.index(task)] if task in self.tasks else []
             return any(other.state == "waiting" and other.priority < task.priority for other in before)
 
+    def _asking(self, task: Task) -> Priority:
+        """The priority ``task`` asks for the slot at: its own, or that of a more urgent task waiting in the list,
+        which this thread runs only after it (a preview ahead before an exact curve asks as the exact curve would;
+        a task the list no longer wants, as the list's most urgent one, which it gives way to once it holds)."""
+        with self.lock:
+            return min([task.priority] + [other.priority for other in self.tasks if other.state == "waiting"])
+
     def _work(self) -> None:
         """Run the tasks in order while the visitor is there (a closed tab leaves them waiting, for :meth:`resume`)."""
         while (task := self._next()) is not None:
@@ -152,7 +160,7 @@ class Background:
 
         task.state = "running"
         try:
-            with self.admission.hold(task.priority, task.group, task.model, self.owner) as pause:
+            with self.admission.hold(lambda: self._asking(task), task.group, task.model, self.owner) as pause:
                 step, time_left = checked(pause), TimeLeft()
 
                 def progress(stage: str, done: int, total: int) -> None:

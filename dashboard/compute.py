@@ -21,6 +21,8 @@ import streamlit as st
 import torch
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequests, ScriptRequestType
 
 from analysis.capacity.atlas import Measured
 from analysis.data.corpus import Corpus, builtin_corpus, load_corpus
@@ -131,7 +133,7 @@ class Bar:
         identity = self.model.identity if self.model is not None else None
         if reason := policy().waits(Priority.PAGE, identity):
             self.bar.progress(0.0, text=literal(f"Waiting: {reason} ..."))
-        self.pause = self.holding.enter_context(policy().hold(Priority.PAGE, self.label, identity))
+        self.pause = self.holding.enter_context(page_hold(Priority.PAGE, self.label, identity))
         self.bar.progress(*self.shown)
         return self
 
@@ -231,6 +233,26 @@ def _visitor() -> str | None:
     return None if ctx is None else ctx.session_id
 
 
+def _superseded() -> None:
+    """Stop this script run (Streamlit's ``StopException``) when Streamlit has told it to: a newer move started a run
+    beside it (``runner.fastReruns``), so its work would be drawn for nobody."""
+    ctx = get_script_run_ctx()
+    if ctx is not None and stop_requested(ctx.script_requests):
+        raise StopException()
+
+
+def stop_requested(requests: ScriptRequests | None) -> bool:
+    """Whether a script run's ``requests`` say stop. Streamlit (pinned in requirements.txt) has no public flag for
+    it: this reads their state, and a test pins it against Streamlit's own ``request_stop``."""
+    return requests is not None and getattr(requests, "_state", None) == ScriptRequestType.STOP
+
+
+def page_hold(priority: Priority, name: str, model: str | None = None):
+    """The admission slot for this page run's work: as its visitor's, and given up (waiting, or at the work's next
+    pause point) once a newer run superseded this one."""
+    return policy().hold(priority, name, model, _visitor(), _superseded)
+
+
 def _connected(session: str | None) -> Callable[[], bool]:
     """Whether ``session``'s browser is still connected (Streamlit drops a closed or reloaded tab's session from its
     active ones; a reconnect brings it back)."""
@@ -272,7 +294,7 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
 
     @contextlib.contextmanager
     def slot():
-        with policy().hold(Priority.PREVIEW, "a preview", loaded.ref.identity) as pause:
+        with page_hold(Priority.PREVIEW, "a preview", loaded.ref.identity) as pause:
             yield pause
 
     with st.spinner("Preview ..."):
@@ -388,11 +410,11 @@ def report_download(view: ViewState, loaded: LoadedModel) -> Callable[[], str]:
     """The current view's triage report (the same file ``python -m analysis report`` writes), made when
     the visitor clicks. Streamlit runs it on another thread, with no page to draw on: the text and
     the file-path policy are taken now."""
-    text, roots, admission = corpus(view), roots_in_force(), policy()
+    text, roots, admission, visitor = corpus(view), roots_in_force(), policy(), _visitor()
 
     def generate() -> str:
         restrict_to(roots)
-        with admission.hold(Priority.PAGE, "the report", loaded.ref.identity):
+        with admission.hold(Priority.PAGE, "the report", loaded.ref.identity, visitor):
             return analyses.model_report(loaded, text, view.sampling, view.compute).html()
 
     return generate
@@ -437,7 +459,7 @@ def side(view: ViewState, choice: ModelChoice, preview: bool = False) -> TriageR
 
 def readout(loaded: LoadedModel) -> ReadoutBasis:
     """The readout basis and the singular values of W_U (disk-cached per model; an SVD of W_U the first time)."""
-    with policy().hold(Priority.PAGE, "the readout basis", loaded.ref.identity):
+    with page_hold(Priority.PAGE, "the readout basis", loaded.ref.identity):
         return analyses.model_readout(loaded)
 
 
@@ -455,7 +477,7 @@ def stored_or_preview_capacity(view: ViewState, which: str = "embedding") -> Cap
     stored = analyses.model_capacity(view.choice, which, device=view.device, stored_only=True)
     if stored is not None:
         return stored
-    with st.spinner(f"Preview of the {which}'s cosines ..."), policy().hold(Priority.PAGE, "a histogram preview"):
+    with st.spinner(f"Preview of the {which}'s cosines ..."), page_hold(Priority.PAGE, "a histogram preview"):
         return analyses.model_capacity(view.choice, which, device=view.device, preview=True)
 
 
@@ -484,7 +506,7 @@ def models_at_hand() -> list[tuple[str, int]]:
 
 def paired(view: ViewState):
     """Histogram of cos(E_i, U_i), or None for a tied model (both matrices read from the weight files)."""
-    with policy().hold(Priority.PAGE, "the paired cosines"):
+    with page_hold(Priority.PAGE, "the paired cosines"):
         return analyses.paired_cosines(view.choice)
 
 
@@ -507,7 +529,7 @@ def stored_or_preview_series(view: ViewState, model: str, revisions: list[str], 
         return stored
 
     def preview() -> CheckpointSeries | None:
-        with st.spinner("Preview ..."), policy().hold(Priority.PREVIEW, "a series preview"):
+        with st.spinner("Preview ..."), page_hold(Priority.PREVIEW, "a series preview"):
             return analyses.checkpoint_series(model, revisions, text, view.sampling, ks, (ccr,),
                                               compute=view.compute, preview=True)
 

@@ -534,6 +534,174 @@ def test_a_stream_of_another_visitors_page_runs_does_not_stall_a_visitors_exact_
     assert script.log == ["exact", "its own fill"]
 
 
+class Clock:
+    """A stand-in for ``time`` in the admission policy: the work in a test advances it, so use is counted exactly."""
+
+    def __init__(self):
+        self.now, self.lock = 1000.0, threading.Lock()
+
+    def monotonic(self):
+        return self.now
+
+    def advance(self, seconds):
+        with self.lock:
+            self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    import dashboard.admission
+
+    clock = Clock()
+    monkeypatch.setattr(dashboard.admission, "time", clock)
+    return clock
+
+
+def ranked(admission, clock, first, second):
+    """The order in which ``first`` and ``second`` ((name, priority, owner)), asking in that order while a third
+    visitor holds the slot, run."""
+    script = Script(admission)
+    with admission.hold(Priority.PAGE, "a third visitor's page", owner="C"):
+        threads = [script.thread(*first), script.thread(*second)]
+        for number, thread in enumerate(threads, 1):
+            thread.start()
+            waiting(admission, number)
+    for thread in threads:
+        thread.join(30)
+    return script.log
+
+
+def test_against_another_visitor_a_request_ranks_by_its_visitors_recent_use_plus_its_prioritys_lead(clock):
+    from dashboard.admission import HALF_LIFE, LEAD
+
+    def after_use(seconds, ago=0.0):
+        admission = Admission()
+        with admission.hold(Priority.PAGE, "B's triage", owner="B"):
+            clock.advance(seconds)
+        clock.advance(ago)
+        return admission
+
+    exact_a, preview_b = ("exact A", Priority.NEXT, "A"), ("preview B", Priority.PREVIEW, "B")
+    assert ranked(after_use(1.0), clock, exact_a, preview_b) == ["preview B", "exact A"]  # a preview goes first
+    assert ranked(after_use(LEAD[Priority.NEXT] + 1), clock, exact_a, preview_b) == ["exact A", "preview B"]
+    # the same use, long enough ago to count an eighth: the preview goes first again
+    assert ranked(after_use(LEAD[Priority.NEXT] + 1, ago=3 * HALF_LIFE), clock, exact_a, preview_b) == [
+        "preview B", "exact A"]
+    # one visitor's own requests: by priority alone, whatever its use
+    assert ranked(after_use(100.0), clock, ("exact B", Priority.NEXT, "B"), preview_b) == ["preview B", "exact B"]
+    # background work comes after every other request, whoever asked and however much
+    assert ranked(after_use(100.0), clock, ("fill A", Priority.BACKGROUND, "A"), ("exact B", Priority.NEXT, "B")) == [
+        "exact B", "fill A"]
+
+
+def test_a_visitor_asking_for_preview_after_preview_takes_turns_with_another_visitors_exact_curve(clock):
+    """A stream of one visitor's previews (each 0.2 s, the next asked at once) held another visitor's exact curve off
+    until the stream ended; by their use of the slot they now take turns."""
+    admission, log = Admission(), []
+
+    def previews():
+        for _ in range(300):
+            with admission.hold(Priority.PREVIEW, "preview", owner="B"):
+                clock.advance(0.2)
+                log.append("B")
+
+    def exact():
+        with admission.hold(Priority.NEXT, "exact", owner="A") as pause:
+            for _ in range(100):  # 2 s of work, a pause point every 0.02 s
+                clock.advance(0.02)
+                log.append("A")
+                pause()
+
+    threads = [threading.Thread(target=exact), threading.Thread(target=previews)]
+    with admission.hold(Priority.PAGE, "a third visitor's page", owner="C"):  # both ask before either runs
+        for number, thread in enumerate(threads, 1):
+            thread.start()
+            waiting(admission, number)
+    for thread in threads:
+        thread.join(60)
+    done = len(log) - log[::-1].index("A")
+    assert log[:10] == ["B"] * 10  # B's first previews go before A's exact curve
+    assert log[:done].count("B") < 50  # before, all 300 did
+    turns = sum(1 for before, after in zip(log[:done - 1], log[1:done], strict=True) if before != after)
+    assert turns >= 3  # taking turns: not all of B's previews, then all of A
+
+
+def test_a_preview_ahead_before_an_exact_curve_asks_as_the_exact_curve_does(clock):
+    """A session's thread runs its list in order, so work before the exact curve asks at the exact curve's priority:
+    another visitor's previews (more use lately) do not hold it off, also when the list changes while it waits."""
+    from dashboard.background import Background, Task
+
+    admission, log = Admission(), []
+    with admission.hold(Priority.PAGE, "B's triage", owner="B"):
+        clock.advance(20.0)
+
+    def task(name, priority):
+        return Task(name, name, priority, lambda *_: log.append(name), "M")
+
+    worker = Background(admission, "A")
+    script = Script(admission)
+    script.log = log  # one log for both visitors
+    with admission.hold(Priority.PAGE, "a third visitor's page", owner="C"):
+        worker.replace([task("ahead", Priority.BACKGROUND)])
+        waiting(admission, 1)  # A's thread waits, as background work
+        preview = script.thread("preview B", Priority.PREVIEW, "B")
+        preview.start()
+        waiting(admission, 2)
+        worker.replace([task("ahead", Priority.BACKGROUND), task("exact", Priority.NEXT)])  # a move of A's
+    preview.join(30)
+    worker.join(30)
+    assert log == ["ahead", "exact", "preview B"]  # as background work, the preview ahead came after B's preview
+
+
+def test_a_page_run_a_newer_move_superseded_leaves_the_queue_and_stops_its_work_at_its_next_pause():
+    """Streamlit starts a new script run beside one still waiting or computing (fast reruns) and tells the old one to
+    stop: its request leaves the queue at once, and work it holds stops at its next pause point."""
+    admission, log, superseded = Admission(), [], threading.Event()
+
+    class Stopped(BaseException):
+        pass
+
+    def leave():
+        if superseded.is_set():
+            raise Stopped
+
+    def stale_preview():
+        try:
+            with admission.hold(Priority.PREVIEW, "stale preview", "A", "visitor", leave):
+                log.append("stale preview")
+        except Stopped:
+            log.append("left the queue")
+
+    with admission.hold(Priority.NEXT, "exact", "A", "another visitor") as pause:
+        stale = threading.Thread(target=stale_preview)
+        stale.start()
+        waiting(admission, 1)
+        superseded.set()
+        stale.join(30)
+        assert log == ["left the queue"] and not admission.waiting
+        pause()  # nothing waits: the exact run carries on
+    superseded.clear()
+    with pytest.raises(Stopped), admission.hold(Priority.PREVIEW, "preview", "A", "visitor", leave) as pause:
+        pause()
+        superseded.set()
+        pause()  # the work stops here
+        log.append("went on")
+    assert log == ["left the queue"] and admission.holder is None and not admission.models
+
+
+def test_a_stop_streamlit_asks_of_a_script_run_is_read_from_its_requests():
+    from streamlit.runtime.scriptrunner_utils.script_requests import RerunData, ScriptRequests
+
+    from dashboard.compute import stop_requested
+
+    requests = ScriptRequests()
+    assert not stop_requested(requests) and not stop_requested(None)
+    requests.request_rerun(RerunData())
+    assert not stop_requested(requests)  # a rerun request is Streamlit's to act on
+    requests.request_stop()
+    assert stop_requested(requests)
+
+
 def test_a_sessions_background_work_is_its_own_to_the_quiet():
     """The session's background thread asks for the slot as that session: another visitor's page run does not hold
     its exact curve; its own does."""
@@ -730,11 +898,13 @@ def test_the_page_ends_its_run_on_the_preview_then_shows_the_exact_curve_and_fil
     from dashboard import compute
 
     model = tiny_models[("gpt2", False)]
+    compute.policy().used.clear()
     app = run_page("pages/readout.py", settle=False, model=model, n_tokens=128, k=4, seed=3)
     assert not app.exception and not app.error
     assert "Preview" in app.get("plotly_chart")[0].proto.spec  # the run ended with the preview drawn
     worker = app.session_state["background"]
     assert [task.group for task in worker.tasks].count("Exact curve") == 1
+    assert set(compute.policy().used) == {worker.owner}  # the page run's load, states and preview were its session's
     settled(app)
     assert "Preview" not in app.get("plotly_chart")[0].proto.spec  # the exact curve replaced the preview
     line = [shown(c.value) for c in app.caption if "Previews ahead" in shown(c.value)]
