@@ -14,8 +14,11 @@ the capacity histogram. The rules:
   request ranks by that use plus its priority's ``LEAD`` (a preview or a page's work: none; an exact curve:
   ``LEAD[NEXT]`` seconds): a visitor's preview goes before another's exact curve unless it used the slot that much
   more lately. So a visitor (or a script) asking for preview after preview no longer holds every other visitor's
-  exact curves off: under contention each gets about half the slot. Against one's own work, priority alone decides,
-  as above. ``BACKGROUND`` work comes after every other request, whoever asked.
+  exact curves off: under contention they take turns. Against one's own work, priority alone decides, as above.
+  ``BACKGROUND`` work comes after every other request, whoever asked. A request's priority may be a callable (a
+  session's thread asks at the priority of the most urgent work waiting behind its current task).
+- **Work nobody wants leaves.** A hold's ``leave`` is checked while its request waits and at each pause point; what
+  it raises takes the request out of the queue or stops the work (a page run that a newer move superseded).
 - **Pause points.** A holder calls its ``pause`` between steps (the PGA engine every few subspaces,
   each forward batch, each progress report); there it steps aside while a more urgent request waits, then
   carries on where it was. A preview therefore waits for one step of other work at most (a few
