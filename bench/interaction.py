@@ -7,14 +7,15 @@ depth (one step, then jumps to a slider's end or start: End, Home), the seconds 
 drawn and until the exact curve replaces it, with the core-seconds the server and chromium used meanwhile;
 the largest |z_preview - z_exact| over the width of z's 95 % interval (the exact curves read back from the
 cache, the previews computed again: they are seeded, and never stored); per move, the app's exact curve
-against the engine's own sweep of the same setting on the same states; and (``--pages``) each other page's
-first chart and exact charts.
+against the engine's own sweep of the same setting on the same states; a quick drag along each slider (``--drag``
+steps 0.1 s apart, at a seed of its own): until its last setting is drawn, and its exact curve; and (``--pages``)
+each other page's first chart and exact charts.
 
 Usage: python bench/interaction.py [--model smollm2-135m | --shape pythia-410m] [--n-tokens 512] [--moves 10]
-[--jumps 4] [--pause 0] [--first triage | readout | models | compare] [--pages] [--series FOLDER] (needs Debian's
-chromium and chromium-driver; ``--fetch``: the model is fetched and converted first; ``--shape``: a random model of
-that Pythia shape is saved with ``save_pretrained`` first; ``--first``: the page opened first on the empty cache
-(Across models and Side by side of the model alone: until its first chart and until its exact charts are drawn);
+[--jumps 4] [--pause 0] [--drag 5] [--first triage | readout | models | compare] [--pages] [--series FOLDER] (needs
+Debian's chromium and chromium-driver; ``--fetch``: the model is fetched and converted first; ``--shape``: a random
+model of that Pythia shape is saved with ``save_pretrained`` first; ``--first``: the page opened first on the empty
+cache (Across models and Side by side of the model alone: until its first chart and until its exact charts are drawn);
 ``--pages``: then each other page that computes on the model, until its first chart and until its exact charts are
 drawn; ``--series``: then Across training on a checkpoint folder, e.g. ``readout-geometry train-demo``'s, likewise).
 """
@@ -149,6 +150,8 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=0.0,
                         help="seconds to look at each exact curve before the next move (background fill runs)")
     parser.add_argument("--jumps", type=int, default=4, help="then this many jumps to a slider's end or start")
+    parser.add_argument("--drag", type=int, default=5,
+                        help="then a quick drag along each slider: this many steps 0.1 s apart (0: none)")
     parser.add_argument("--first", choices=("triage", "readout", *FIRST_PAGES), default="triage",
                         help="the page opened first, on the empty results cache")
     parser.add_argument("--fetch", action="store_true", help="start with no model fetched either (first fetch)")
@@ -212,6 +215,11 @@ def main() -> None:
         for jump in range(args.jumps):
             move(driver, *jumps[jump % len(jumps)], visited, shown, process.pid)
             time.sleep(args.pause)
+        if args.drag:
+            print(f"\nA quick drag: {args.drag} steps 0.1 s apart, from a page at a seed of its own\n"
+                  f"{'drag':34} {'last drawn':>10} {'its exact':>10}")
+            for seed, (label, key) in enumerate(steps, start=101):
+                drag(driver, f"{url}/readout?{query}&seed={seed}", label, key, args.drag)
         if args.pages:
             other_pages(driver, url, query)
         if args.series:
@@ -276,6 +284,27 @@ def move(driver, label: str, key: str, visited: list[tuple[str, float]], shown: 
           f"{cpu_seconds() - used[1]:8.1f}")
     visited.append((setting, done))
     return True
+
+
+def drag(driver, page: str, label: str, key: str, steps: int) -> None:
+    """Open ``page`` (nothing of its seed cached) and, once its exact curve is drawn and its previews ahead are ready,
+    press ``key`` on slider ``label`` ``steps`` times 0.1 s apart, as a quick drag does; print the seconds from the
+    first press until the last setting is drawn and until its exact curve is. The pages of the settings passed over
+    were superseded while they waited or computed: what they still cost comes before the last one."""
+    driver.get(page)
+    wait_for(driver, "title().includes('z by layer') && !title().includes('Preview')")
+    time.sleep(3)
+    start, before = time.perf_counter(), shown_setting(driver)
+    for _ in range(steps):
+        slider_step(driver, label, key)
+        time.sleep(0.1)
+    value = driver.execute_script(
+        "return [...document.querySelectorAll('[data-testid=stSlider]')].find(s => s.innerText.includes(arguments[0]))"
+        ".querySelector('[data-testid=stSliderThumbValue]').innerText", label)
+    last = f"k = {value}," if label.startswith("k ") else f"CCR-{value}"
+    drawn = wait_for(driver, "title().includes(args[0])", last) + (time.perf_counter() - start)
+    done = wait_for(driver, "title().includes(args[0]) && !title().includes('Preview')", last) + drawn
+    print(f"{before + ' -> ' + shown_setting(driver):34} {drawn:9.2f}s {done:9.2f}s")
 
 
 OTHER_PAGES = {"capacity": "Embedding geometry & capacity", "probes": "Linear probes", "token_map": "Token map"}
