@@ -43,6 +43,7 @@ from analysis.geometry.pga import default_k  # noqa: E402
 from analysis.models.devices import cpu_description  # noqa: E402
 from analysis.runs.settings import k_grid  # noqa: E402
 
+BUILT_IN_D = 576  # d_model of the built-in model, the one this bench opens
 MOVES = (("k", "k (readout dimensions)", "ARROW_LEFT"), ("CCR", "CCR depth (components removed)", "ARROW_RIGHT"))
 
 
@@ -62,8 +63,8 @@ def walk_settings(driver, gap: float, stop: threading.Event, count: list[int]) -
     (each step a setting not seen before); ``count[0]``: steps made."""
     from selenium.webdriver.common.keys import Keys
 
-    grid = k_grid(576)
-    place, way = grid.index(default_k(576)), -1
+    grid = k_grid(BUILT_IN_D)
+    place, way = grid.index(default_k(BUILT_IN_D)), -1
     while not stop.is_set():
         if 0 <= place + way < len(grid):
             place += way

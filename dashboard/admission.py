@@ -165,8 +165,7 @@ class Admission:
             if self.holder is not None and self.holder[1] is request:
                 self.clock = now = time.monotonic()
                 use = self._use(request.owner, now)
-                self.used = {o: (s, t) for o, (s, t) in self.used.items()
-                             if s * 0.5 ** ((now - t) / HALF_LIFE) > 0.01}
+                self.used = {o: counted for o, counted in self.used.items() if self._use(o, now) > 0.01}
                 self.used[request.owner] = (use, now)
                 self.holder = None
             if release_model and request.model is not None:
