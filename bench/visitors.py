@@ -94,7 +94,7 @@ def main() -> None:
                f"Visitor B moves the Layer slider every {args.gap:g} s")
         beside(url, urlencode({**query, "seed": 3}), urlencode({**query, "seed": 2}), walk_settings, args.walk_gap,
                args.limit, f"Visitor B (a seed of its own) steps to a new setting every {args.walk_gap:g} s")
-        left_behind(url, urlencode({"model": "smollm2-135m", "n_tokens": 512, "seed": 1}), process.pid)
+        left_behind(url, urlencode({**query, "seed": 1}), process.pid)
     finally:
         process.terminate()
 
