@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -45,6 +49,20 @@ def test_token_map_is_deterministic_and_checks_size():
     assert first["coords"].shape == (80, 2) and ((share >= 0) & (share <= 1)).all()
     with pytest.raises(InputError, match="more points than neighbours"):
         token_map(states[:10], basis)
+
+
+@pytest.mark.slow  # two processes, the first compiling UMAP's functions (~10 s)
+def test_the_next_process_maps_with_umaps_functions_from_the_disk_cache(tmp_path):
+    """umap-learn leaves smooth_knn_dist uncached; the project caches it: the first process compiles it (no cache
+    hit), the second reads it from the disk cache (numba counts one hit instead of compiling)."""
+    script = ("import numpy as np; from analysis.geometry.token_map import token_map, umap_module; "
+              "states = np.random.default_rng(0).standard_normal((40, 8)).astype(np.float32); "
+              "token_map(states, np.eye(8)[:, :2]); "
+              "print(sum(umap_module().umap_.smooth_knn_dist.stats.cache_hits.values()))")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    hits = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                           check=True).stdout.split()[-1] for _ in range(2)]
+    assert hits == ["0", "1"]
 
 
 def test_token_classes():

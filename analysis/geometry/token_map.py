@@ -4,7 +4,10 @@ drawn while UMAP runs, is the corrected states' top two principal components (mi
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import re
+import sys
 
 import numpy as np
 import torch
@@ -35,11 +38,28 @@ def token_map(states: np.ndarray, readout_k: np.ndarray, ccr: int = 1, seed: int
         next_two = pca.components[:, ccr:ccr + 2]  # fewer when the states have rank <= ccr + 1
         plane[:, :next_two.shape[1]] = next_two
         return {"coords": (corrected @ plane).numpy(), "pc1": pc1, "share_in_readout": share}
-    import umap
-
-    reducer = umap.UMAP(n_neighbors=n_neighbors, n_components=2, random_state=seed, n_jobs=1)
+    reducer = umap_module().UMAP(n_neighbors=n_neighbors, n_components=2, random_state=seed, n_jobs=1)
     coords = reducer.fit_transform(corrected.numpy().astype(np.float32))
     return {"coords": coords, "pc1": pc1, "share_in_readout": share}
+
+
+@functools.cache
+def umap_module():
+    """umap-learn, its compiled functions cached on disk as the project's own are (numba's ``cache=True``, keyed on
+    each function's source file and the CPU compiled for). umap-learn leaves most of its ~250 numba functions
+    uncached, so every process compiled them again on its first map: 8.2-9.3 s at N = 512 on 2 cores, against
+    1.6-2.0 s from the disk cache and 0.6 s for a process's later maps (BENCHMARKS.md). A function numba cannot place
+    a cache for stays compiled per process."""
+    import numba
+    import umap
+
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] in ("umap", "pynndescent"):
+            for value in list(vars(module).values()):
+                if isinstance(value, numba.core.dispatcher.Dispatcher):
+                    with contextlib.suppress(RuntimeError):  # no cache locator for its source file
+                        value.enable_caching()
+    return umap
 
 
 def token_class(text: str) -> str:
