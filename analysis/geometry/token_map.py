@@ -46,8 +46,8 @@ def token_map(states: np.ndarray, readout_k: np.ndarray, ccr: int = 1, seed: int
 @functools.cache
 def umap_module():
     """umap-learn, its compiled functions cached on disk as the project's own are (numba's ``cache=True``, keyed on
-    each function's source file and the CPU compiled for). umap-learn leaves most of its ~250 numba functions
-    uncached, so every process compiled them again on its first map: 8.2-9.3 s at N = 512 on 2 cores, against
+    each function's source file and the CPU compiled for). umap-learn caches one of its ~110 numba functions, so
+    every process compiled the rest again on its first map: 8.2-9.3 s at N = 512 on 2 cores, against
     1.6-2.0 s from the disk cache and 0.6 s for a process's later maps (BENCHMARKS.md). A function numba cannot place
     a cache for stays compiled per process."""
     import numba
