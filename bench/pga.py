@@ -33,7 +33,6 @@ Usage: python bench/pga.py [--layers 31] [--n 512] [--d 576] [--device auto] [--
 import argparse
 import sys
 import time
-from collections import OrderedDict
 from functools import partial
 from pathlib import Path
 
@@ -86,26 +85,9 @@ def machine_floor(layers: int, n: int, d: int, k: int, subspaces: int, device: t
 STATES_KEY = "bench"  # the name the bench gives its states in the engine's memory, as the app names the states it has
 
 
-def pcas_of(memory: EngineMemory) -> EngineMemory:
-    """A fresh engine memory holding only the layers' PCAs that ``memory`` holds, with the digests of the rows they
-    were fitted on (what the app's memory holds after its first sweep of these states)."""
-    kept = EngineMemory()
-    for (kind, key), (value, _) in memory.items.items():
-        if kind in ("pca", "rows key"):
-            kept.put(kind, key, value)
-    return kept
-
-
+# what the app's memory holds of states after their first sweep: each layer's PCA and the digest of its rows
+PCAS = ("pca", "rows key")
 MOVES = ((1.0, 2), (0.64, 2), (0.64, 3), (0.32, 3), (2.88, 3))  # (k as a share of --k, CCR): the app bench's moves
-
-
-def copy_of(memory: EngineMemory) -> EngineMemory:
-    """An engine memory holding what ``memory`` holds (the same values: the engine replaces values, never changes
-    them)."""
-    kept = EngineMemory(memory.limit_bytes)
-    kept.items, kept.used, kept.handed = OrderedDict(memory.items), memory.used, (memory.handed[0],
-                                                                                  dict(memory.handed[1]))
-    return kept
 
 
 def preview_delays(states, basis, k: int, device: torch.device, trials: int = 2) -> None:
@@ -122,11 +104,11 @@ def preview_delays(states, basis, k: int, device: torch.device, trials: int = 2)
         moved = PGASettings(ks=(round(share * k),), ccrs=(c,))
         runs, alone = [], []
         for _ in range(trials):
-            trial = copy_of(memory)
+            trial = memory.copy()
             preview = seconds(lambda s=moved, m=trial: sweep(preview_settings(s), memory=m), device)
             after = seconds(lambda s=moved, m=trial: sweep(s, memory=m, for_previews=first), device)
             runs.append((preview + after, preview, after))
-            alone.append(seconds(partial(sweep, moved, memory=pcas_of(memory)), device))
+            alone.append(seconds(partial(sweep, moved, memory=memory.copy(PCAS)), device))
         memory = trial
         (both, preview, after), alone = min(runs), min(alone)
         print(f"  k = {moved.ks[0]:3}, CCR-{c}: preview {preview:.2f} s + exact after it {after:.2f} s = "
@@ -169,7 +151,7 @@ def main() -> None:
         memory = EngineMemory()
         runs.append(seconds(partial(lambda m: ours.extend(sweep(settings, memory=m)), memory), device))
         # as the app's exact run after a move: the layers' PCAs stored, nothing else
-        warm_runs.append(seconds(partial(sweep, settings, memory=pcas_of(memory)), device))
+        warm_runs.append(seconds(partial(sweep, settings, memory=memory.copy(PCAS)), device))
         floors.append(machine_floor(args.layers, args.n, args.d, args.k, args.n_null + 1, device))  # the same minute
     t_ours = min(runs)
     floor, parts = min(floors, key=lambda found: found[0])
@@ -185,7 +167,7 @@ def main() -> None:
     t_warm = seconds(lambda: sweep(quick, memory=memory), device)
     t_slider = seconds(lambda: pga_sweep(states, basis, PGASettings(ks=(args.k // 2,), ccrs=(1,), n_null=args.n_null),
                                          layers=[min(5, args.layers - 1)], device=str(device)), device)
-    t_one = seconds(partial(sweep, PGASettings(ks=(1,), ccrs=(1,), n_null=args.n_null), memory=pcas_of(memory)),
+    t_one = seconds(partial(sweep, PGASettings(ks=(1,), ccrs=(1,), n_null=args.n_null), memory=memory.copy(PCAS)),
                     device)
 
     print(f"{args.layers} layers, N = {args.n}, d = {args.d}, k = {args.k}, R = {args.n_null}, "

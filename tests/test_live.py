@@ -385,6 +385,21 @@ def test_the_engine_memory_keeps_to_its_byte_limit_least_recently_used_first_out
     assert small.used <= 200_000 or len(small.items) == 1  # PCAs and bases of a sweep, bounded
 
 
+def test_a_copy_of_the_engine_memory_holds_its_values_and_goes_its_own_way():
+    memory = EngineMemory(limit_bytes=4 * 800)
+    for kind, key in [("pca", 0), ("rows key", 0), ("candidate bases", 0)]:
+        memory.put(kind, key, np.zeros(100))  # 800 bytes each
+    memory.hand_over("sweep", 0, np.ones(3))
+    whole, pcas = memory.copy(), memory.copy(("pca", "rows key"))
+    assert list(whole.items) == list(memory.items) and whole.used == 2400 and whole.limit_bytes == memory.limit_bytes
+    assert whole.get("pca", 0) is memory.get("pca", 0)  # the same value, not a copy of it
+    assert [kind for kind, _ in pcas.items] == ["pca", "rows key"] and pcas.used == 1600
+    assert pcas.take("sweep", 0) is None and whole.take("sweep", 0).sum() == 3  # handed over: only with every kind
+    whole.put("array", "new", np.zeros(200))  # 1600 bytes: pushes the copy's least recent out, not the original's
+    assert whole.get("rows key", 0) is None and memory.get("rows key", 0) is not None and memory.count("array") == 0
+    assert memory.take("sweep", 0).sum() == 3  # the copy's take left the original's hand-over in place
+
+
 def test_work_nobody_waits_for_remembers_only_what_fits_and_pushes_nothing_out():
     memory = EngineMemory(limit_bytes=3 * 800)
     for key in "ab":

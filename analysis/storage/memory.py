@@ -111,6 +111,19 @@ class EngineMemory:
         with self.lock:
             return sum(1 for k, _ in self.items if k == kind)
 
+    def copy(self, kinds: tuple[str, ...] | None = None) -> EngineMemory:
+        """A new memory under the same limit holding the values remembered here (only those of ``kinds`` when given)
+        and, with every kind, what is handed over: the same values, not copies (the engine replaces a value, never
+        changes it). A bench replays a move from the same starting memory with it."""
+        with self.lock:
+            copied = EngineMemory(self.limit_bytes)
+            copied.items = OrderedDict((name, item) for name, item in self.items.items()
+                                       if kinds is None or name[0] in kinds)
+            copied.used = sum(size for _, size in copied.items.values())
+            if kinds is None:
+                copied.handed = (self.handed[0], dict(self.handed[1]))
+            return copied
+
 
 class ModestMemory(EngineMemory):
     """``memory`` as work nobody waits for uses it (the background's exact runs of nearby settings): it reads every
