@@ -410,6 +410,7 @@ def test_work_nobody_waits_for_remembers_only_what_fits_and_pushes_nothing_out()
     assert modest.remember("array", "e", lambda: np.ones(100)).sum() == 100
     assert [key for _, key in memory.items] == ["a", "b", "c"] and memory.used == 2400
     assert modest.get("array", "a") is not None and modest.limit_bytes == memory.limit_bytes
+    assert list(modest.copy().items) == list(memory.items)
 
 
 def _bases_at(memory: EngineMemory, k: int) -> int:

@@ -154,6 +154,9 @@ class ModestMemory(EngineMemory):
     def count(self, kind: str) -> int:
         return self.shared.count(kind)
 
+    def copy(self, kinds: tuple[str, ...] | None = None) -> EngineMemory:
+        return self.shared.copy(kinds)
+
 
 def default_limit_mb() -> int:
     """``RG_ENGINE_MEMORY_MB``; else ``DEFAULT_LIMIT_MB``, or on a CUDA machine an eighth of the GPU's memory when
