@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from numba import njit
 
+from analysis.compiled import kernel
 from analysis.cores import WORKERS, on_every_core
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _count(block, first_row, upper, bins, counts):
     """Add the values of ``block`` ``[r, c]`` float32 to ``counts`` ``[bins]`` int64; with ``upper``, only column
     ``j > first_row + i`` of row ``i`` (the block's rows are rows ``first_row..`` of a square matrix)."""

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import llvmlite.binding as llvm
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import get_cython_function_address
+
+from analysis.compiled import kernel
 
 
 def _routine(name: str, arguments: int) -> types.ExternalFunction:
@@ -31,7 +33,7 @@ _dormtr = _routine("dormtr", 13)
 _LOWER, _VECTORS, _BY_INDEX, _AS_IS = (np.uint8(ord(c)) for c in "LVIN")
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def top_eigh(a, top):
     """(every eigenvalue ``[n]`` ascending, the top ``top`` eigenvectors as rows ``[top, n]`` ascending, LAPACK's info:
     nonzero when a routine failed) of a symmetric float64 ``a`` ``[n, n]``, which is overwritten. ``a`` is read as

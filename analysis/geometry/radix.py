@@ -34,6 +34,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from analysis.compiled import kernel
+
 SIGN = np.uint32(0x80000000)
 MAGNITUDE = np.uint32(0x7FFFFFFF)
 DIGIT = np.uint32(0x3FF)  # the first two digits: 10 bits each; the third is the key's top 12
@@ -74,7 +76,7 @@ def _keep(bits, t, keys, count):
     count[2, key >> 20] += 1
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _keys_at(row, flat, keys, count):
     """The keys of ``row[flat]`` (``row`` ``[G]`` float32 bits as uint32, ``flat`` ``[n]`` int64) into ``keys`` ``[n]``
     uint32, counted into ``count``."""
@@ -82,7 +84,7 @@ def _keys_at(row, flat, keys, count):
         _keep(row[flat[i]], i, keys, count)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def chunk_keys(gram, first, starts, cols, keys, count):
     """The keys of the pairs in rows ``first..`` of a Gram matrix made a chunk at a time: ``gram`` ``[R, w]`` float32
     holds its rows ``first..first + R - 1`` against its columns ``first..`` (the upper triangle needs no more); the
@@ -102,7 +104,7 @@ def chunk_keys(gram, first, starts, cols, keys, count):
                 _keep(bits[r, cols[t] - first], t, keys, count)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def cosine_keys(points, order, starts, cols, block, chunk, keys, count):
     """The keys of the cosine similarities of ``points`` ``[N, k]`` float32, taken in ``order`` ``[T]`` int64 (the
     tokens fall in blocks of ``block``), at the pairs of row ``t`` ``starts[t]..starts[t + 1] - 1`` (int64), column
@@ -130,7 +132,7 @@ def cosine_keys(points, order, starts, cols, block, chunk, keys, count):
                 chunk_keys(gram, a, starts[first:last + 1], cols, keys, count)
 
 
-@njit(cache=True)
+@kernel()
 def pair_weights(flagged, shift):
     """``[n]`` int64 ``2 (p_i + s_{p_i})`` of each column ``i`` of a reference given by ``flagged`` ``[n]`` uint32 and
     ``shift`` ``[n]`` float64 (as :func:`rho_of_keys` takes them): an integer, ``s`` being a multiple of 1/2."""
@@ -161,7 +163,7 @@ def _agreeing(sign, here, top, cols, start, end, weights):
     return count, total
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def sign_rho(points, order, starts, cols, block, weights):
     """(numerator, norm) as :func:`rho_of_keys` of the keys :func:`cosine_keys` makes from ``points`` ``[N, 1]``
     float32 (k = 1), by counting instead of sorting; ``weights`` the reference's :func:`pair_weights`. At k = 1 a point
@@ -225,7 +227,7 @@ def _first_passes(keys, payload, count, scratch_words, words):
         count[1, digit] += 1
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def rho_of_keys(keys, count, flagged, shift, spare, by_value):
     """(numerator, norm) of one row's keys ``keys`` ``[n]`` uint32, counted in ``count`` ``[3, 4096]`` int32, against a
     reference given by ``flagged`` ``[n]`` uint32 (:func:`rank_sorted`) and ``shift`` ``[n]`` float64 (``s_p``, by
@@ -254,7 +256,7 @@ def _q(word, shift):
     return float(p) + shift[p]
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def _last_pass(spare, first, shift):
     """The third counting pass over ``spare`` ``[n]`` uint64 (sorted by the first two digits), ``first`` ``[4096]``
     int32 each third digit's first place: (sum_j j p_j, sum_j j s_{p_j} over the reference's tie runs, and
@@ -300,7 +302,7 @@ def _last_pass(spare, first, shift):
     return plain, tied, ties
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def rank_subspaces(points, first, stop, order, starts, cols, block, chunk, flagged, shift, keys, count, spare, by_value,
                    numerators, norms):
     """``numerators[i], norms[i]`` of subspaces ``i`` in ``first..stop - 1`` of ``points`` ``[m, N, k]``: each one's
@@ -312,7 +314,7 @@ def rank_subspaces(points, first, stop, order, starts, cols, block, chunk, flagg
         numerators[i], norms[i] = rho_of_keys(keys, count, flagged, shift, spare, by_value)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def count_subspaces(points, first, stop, order, starts, cols, block, weights, numerators, norms):
     """``numerators[i], norms[i]`` of subspaces ``i`` in ``first..stop - 1`` of ``points`` ``[m, N, 1]`` by
     :func:`sign_rho` (arguments as there), in one call."""
@@ -320,7 +322,7 @@ def count_subspaces(points, first, stop, order, starts, cols, block, weights, nu
         numerators[i], norms[i] = sign_rho(points[i], order, starts, cols, block, weights)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def sorted_keys(values):
     """(keys ``[n]`` uint32, order ``[n]`` int64): the float32 ``values`` ``[n]`` (n < 2^31) sorted stably, as their
     monotone keys (:func:`_monotone`: equal exactly where the values are) and the positions they came from; by the
@@ -343,7 +345,7 @@ def sorted_keys(values):
     return keys, order
 
 
-@njit(cache=True)
+@kernel()
 def rank_sorted(sorted_values, order):
     """A reference ranked from its stable ascending sort: ``sorted_values`` ``[n]`` (equal exactly where the values
     are) and ``order`` ``[n]`` int64 (the column at each place). Returns ``flagged`` ``[n]`` uint32 (each column's place
@@ -368,7 +370,7 @@ def rank_sorted(sorted_values, order):
     return flagged, centred, shift
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def settle_runs(coarse, order, values):
     """``order`` ``[n]`` int64 (a row's positions stably sorted by ``coarse`` ``[n]``, a monotone non-decreasing image
     of its ``values`` ``[n]`` float64, such as their float32 roundings) stably sorted by ``values`` inside each run of
@@ -391,13 +393,13 @@ def settle_runs(coarse, order, values):
         start = end
 
 
-@njit(cache=True)
+@kernel()
 def scratch(n):
     """A row's scratch for :func:`rho_of_keys` of ``n`` values: (keys, count, spare, by_value)."""
     return np.empty(n, np.uint32), np.empty((3, COUNTERS[2]), np.int32), np.empty(n, np.uint64), np.empty(n, np.uint64)
 
 
-@njit(nogil=True, cache=True)
+@kernel(nogil=True)
 def rho_parts(values, flat, flagged, shift, numerators, norms):
     """Fill ``numerators`` and ``norms`` ``[m]`` float64 for the rows ``values[:, flat]``: ``values`` ``[m, G]``
     float32 (C order), ``flat`` ``[n]`` int64 positions in a row, against a reference given by ``flagged`` ``[n]``

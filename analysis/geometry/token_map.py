@@ -4,14 +4,15 @@ drawn while UMAP runs, is the corrected states' top two principal components (mi
 
 from __future__ import annotations
 
-import contextlib
 import functools
+import importlib.util
 import re
 import sys
 
 import numpy as np
 import torch
 
+from analysis.compiled import cached, make_room
 from analysis.errors import require
 from analysis.geometry.ccr import fit_pca, remove_components
 
@@ -45,20 +46,21 @@ def token_map(states: np.ndarray, readout_k: np.ndarray, ccr: int = 1, seed: int
 
 @functools.cache
 def umap_module():
-    """umap-learn, its compiled functions cached on disk as the project's own are (numba's ``cache=True``, keyed on
-    each function's source file and the CPU compiled for). umap-learn caches one of its ~110 numba functions, so
-    every process compiled the rest again on its first map: 8.2-9.3 s at N = 512 on 2 cores, against
+    """umap-learn, its compiled functions cached on disk as the project's own are (``analysis.compiled``: numba's
+    cache, keyed on each function's source file and the CPU compiled for). umap-learn caches one of its ~110 numba
+    functions, so every process compiled the rest again on its first map: 8.2-9.3 s at N = 512 on 2 cores, against
     1.6-2.0 s from the disk cache and 0.6 s for a process's later maps (BENCHMARKS.md). A function numba cannot place
     a cache for stays compiled per process."""
     import numba
+
+    make_room(importlib.util.find_spec("umap").origin)  # and pynndescent's, beside it: both cache some at import
     import umap
 
     for name, module in list(sys.modules.items()):
         if name.split(".")[0] in ("umap", "pynndescent"):
             for value in list(vars(module).values()):
                 if isinstance(value, numba.core.dispatcher.Dispatcher):
-                    with contextlib.suppress(RuntimeError):  # no cache locator for its source file
-                        value.enable_caching()
+                    cached(value)
     return umap
 
 
