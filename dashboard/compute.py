@@ -329,6 +329,8 @@ def exact_task(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs:
     memory = default_memory() if shows else ModestMemory(default_memory())
 
     def run(progress, slot) -> None:
+        if held is not None and analyses.model_pga_stored(loaded, settings, held):
+            return  # stored meanwhile, or before: nothing to compute, nothing to read here
         analyses.model_pga(loaded, text, view.sampling, settings, compute=view.compute, progress=progress,
                            states=held, slot=slot, memory=memory)
 
@@ -342,7 +344,8 @@ def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, in
     once (background work): its preview into memory, or where the exact curve is as quick as a preview
     (:func:`needs_preview`: k = 1 on the CPU, every k on a GPU) the exact run itself into the disk cache, as
     :func:`fill_tasks` would make it after every preview (else a jump to k = 1 computes it in the page run: ~1 s drawn,
-    against ~0.5 s read from the cache)."""
+    against ~0.5 s read from the cache). A setting whose exact run is stored (the one just left, above all) is not
+    previewed: a move there draws the exact curve."""
     text, held, identity = corpus(view), states(view, loaded), loaded.ref.identity
 
     def warm(progress, slot) -> None:
@@ -350,9 +353,13 @@ def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, in
                           progress, states=held, slot=slot)
 
     def preview(k: int, c: int):
-        settings = preview_settings(_settings(loaded, view, k, (c,)))
-        return lambda progress, slot: analyses.model_pga(loaded, text, view.sampling, settings,
-                                                         compute=view.compute, states=held, slot=slot)
+        exact = _settings(loaded, view, k, (c,))
+
+        def run(_progress, slot) -> None:
+            if not analyses.model_pga_stored(loaded, exact, held):  # else a move there draws the exact curve
+                analyses.model_pga(loaded, text, view.sampling, preview_settings(exact), compute=view.compute,
+                                   states=held, slot=slot)
+        return run
 
     scope = _scope(view, loaded)
     return [Task("PCA of every layer", "Previews ahead", Priority.BACKGROUND, warm, identity, scope)] + [
@@ -362,8 +369,8 @@ def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, in
 
 def fill_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> list[Task]:
     """The exact runs of the ``wanted`` (k, CCR) settings that are previewed ahead (:func:`ahead_tasks` readies the
-    others exactly), as background work: a setting in the disk cache already is read there and done (looking it up in
-    the page's run cost ~0.25 s a run)."""
+    others exactly), as background work: a setting in the disk cache already is done at once, its keys looked up and
+    nothing read (reading it took ~0.25 s)."""
     return [_fill_task(view, loaded, k, c) for k, c in wanted if needs_preview(view.device, k)]
 
 

@@ -32,6 +32,13 @@ def test_second_call_computes_nothing(cache):
     assert set(second.provenance["libraries"]) >= {"torch", "transformers", "numpy"}
 
 
+def test_holds_says_whether_an_entry_is_stored(cache):
+    assert not cache.holds("ns", 1, {"a": 1})
+    cache.put("ns", 1, {"a": 1}, np.arange(3.0))
+    assert cache.holds("ns", 1, {"a": 1})
+    assert not any(cache.holds(*other) for other in (("ns", 2, {"a": 1}), ("ns", 1, {"a": 2}), ("x", 1, {"a": 1})))
+
+
 def test_every_spec_field_namespace_and_version_change_the_key():
     spec = {"model": {"identity": "abc", "dtype": "float32"}, "n": 512, "seed": 0}
     keys = {spec_key("hidden", 1, spec), spec_key("other", 1, spec), spec_key("hidden", 2, spec)}

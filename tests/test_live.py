@@ -293,6 +293,31 @@ def test_stopped_work_keeps_every_finished_layer_and_nothing_else(tmp_path):
     assert [r.z for r in resumed] == [r.z for r in whole]
 
 
+def test_a_setting_counts_as_stored_only_when_every_layer_of_it_is(tmp_path):
+    """``pga_stored`` (keys looked up, nothing read) says what ``stored_only`` finds: the layers a stopped run
+    finished, none of another k, states or readout basis, every one once the run is resumed."""
+    states, w_u = planted_readout(n=120)
+    layers = np.stack([states * (1 + i) for i in range(4)])
+    basis, cache, settings = readout_basis(w_u), ResultCache(tmp_path), pga_settings(w_u.shape[1], (8,), n_null=10)
+
+    def stop_at_layer_two(stage, done, total):
+        if done == 2:
+            raise Stop
+
+    assert not pipeline.pga_stored({"s": 1}, {"w": 1}, settings, [0], cache)
+    with pytest.raises(Stop):
+        pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2, 3], cache=cache,
+                            progress=stop_at_layer_two)
+    for asked in ([0], [0, 1], [2], [0, 1, 2, 3]):
+        found = pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, asked, cache=cache, stored_only=True)
+        assert pipeline.pga_stored({"s": 1}, {"w": 1}, settings, asked, cache) == (found is not None)
+    pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2, 3], cache=cache)
+    assert pipeline.pga_stored({"s": 1}, {"w": 1}, settings, [0, 1, 2, 3], cache)
+    other_k = pga_settings(w_u.shape[1], (4,), n_null=10)
+    for elsewhere in (({"s": 1}, {"w": 1}, other_k), ({"s": 2}, {"w": 1}, settings), ({"s": 1}, {"w": 2}, settings)):
+        assert not pipeline.pga_stored(*elsewhere, [0], cache)
+
+
 def test_a_newer_move_stops_work_inside_a_layer_and_only_finished_layers_are_stored(tmp_path):
     states, w_u = planted_readout(n=120)
     layers = np.stack([states * (1 + i) for i in range(3)])

@@ -61,6 +61,7 @@ from analysis.runs.pipeline import (
     matrix_stats,
     model_pooled,
     model_readout,
+    pga_stored,
     preview_texts,
     ready_pcas,
 )
@@ -139,6 +140,13 @@ def model_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings:
         return None
     return PGARun(tuple(results), settings, loaded.ref.label, loaded.ref.identity, loaded.spec["dtype"],
                   entry.provenance, preview=settings.preview)
+
+
+def model_pga_stored(loaded: LoadedModel, settings: PGASettings, states: Entry,
+                     cache: ResultCache | None = None) -> bool:
+    """Whether :func:`model_pga` of ``settings`` on the hidden-states entry ``states`` would read every layer from the
+    disk cache (keys looked up, nothing read)."""
+    return pga_stored(states.provenance["spec"], loaded.spec, settings, list(range(states.value.n_layers)), cache)
 
 
 def arrays_pga(states: np.ndarray, w_u: np.ndarray, settings, layers: list[int] | None = None,

@@ -193,6 +193,11 @@ class ResultCache:
             return self._bad(key, error)
         return Entry(value, provenance, computed=False)
 
+    def holds(self, namespace: str, version: int, spec: Any) -> bool:
+        """Whether an entry is stored: its key looked up, nothing read or checked (:meth:`get` reads it)."""
+        key = spec_key(namespace, version, spec)
+        return self._retrying(lambda: key in self._store)
+
     def _bad(self, key: str, error: Exception) -> None:
         say_rebuilt(f"Cache entry {key} was unreadable ({error}); it is computed again.")
         self._retrying(lambda: self._store.delete(key))
