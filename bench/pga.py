@@ -87,7 +87,8 @@ STATES_KEY = "bench"  # the name the bench gives its states in the engine's memo
 
 # what the app's memory holds of states after their first sweep: each layer's PCA and the digest of its rows
 PCAS = ("pca", "rows key")
-MOVES = ((1.0, 2), (0.64, 2), (0.64, 3), (0.32, 3), (2.88, 3))  # (k as a share of --k, CCR): the app bench's moves
+# (k as a share of --k, CCR): the app bench's moves, down to the small k where a preview has the least to hand over
+MOVES = ((1.0, 2), (0.64, 2), (0.64, 3), (0.32, 3), (0.16, 4), (0.08, 5), (0.04, 6), (2.88, 3))
 
 
 def preview_delays(states, basis, k: int, device: torch.device, trials: int = 2) -> None:
