@@ -79,6 +79,27 @@ def test_moving_k_changes_the_plotted_z(tiny_models):
     assert [trace["name"] for trace in overlay["data"]] == ["CCR-1", "CCR-5", "null mean +- 2 sd"]  # the band last
 
 
+def test_the_setting_just_left_is_not_previewed_ahead(tiny_models, monkeypatch):
+    """Its exact curve is stored (a move back reads it): the previews ahead after a move skip it, and preview the
+    settings that have none."""
+    from analysis.runs import analyses
+
+    app = run_page("pages/readout.py", model=tiny_models[("llama", True)], n_tokens=128)
+    previewed, model_pga = [], analyses.model_pga
+
+    def recording(loaded, corpus, sampling, settings=None, *args, **kwargs):
+        if settings is not None and settings.preview:
+            previewed.append((settings.ks, settings.ccrs))
+        return model_pga(loaded, corpus, sampling, settings, *args, **kwargs)
+
+    monkeypatch.setattr(analyses, "model_pga", recording)
+    slider = next(s for s in app.select_slider if s.label.startswith("k "))
+    left = slider.value
+    settled(slider.set_value(4).run())
+    assert not app.exception and left != 4
+    assert previewed and ((left,), (1,)) not in previewed
+
+
 def test_bad_inputs_are_messages_not_tracebacks(tiny_models, tmp_path):
     app = run_page("pages/triage.py", model=tmp_path / "no" / "such" / "model")  # inside the allowed roots
     assert not app.exception and "no such file or folder" in app.error[0].value

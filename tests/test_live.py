@@ -273,29 +273,8 @@ class Stop(Exception):
 
 
 def test_stopped_work_keeps_every_finished_layer_and_nothing_else(tmp_path):
-    states, w_u = planted_readout(n=120)
-    layers = np.stack([states * (1 + i) for i in range(4)])
-    basis, cache, settings = readout_basis(w_u), ResultCache(tmp_path), pga_settings(w_u.shape[1], (8,), n_null=10)
-
-    def stop_at_layer_two(stage, done, total):
-        if done == 2:
-            raise Stop
-
-    with pytest.raises(Stop):
-        pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2, 3], cache=cache,
-                            progress=stop_at_layer_two)
-    assert pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1], cache=cache,
-                               stored_only=True) is not None
-    assert pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [2], cache=cache, stored_only=True) is None
-    resumed = pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2, 3], cache=cache)
-    whole = pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2, 3],
-                                cache=ResultCache(tmp_path / "other"))
-    assert [r.z for r in resumed] == [r.z for r in whole]
-
-
-def test_a_setting_counts_as_stored_only_when_every_layer_of_it_is(tmp_path):
-    """``pga_stored`` (keys looked up, nothing read) says what ``stored_only`` finds: the layers a stopped run
-    finished, none of another k, states or readout basis, every one once the run is resumed."""
+    """What a stopped run stored, ``stored_only`` finds and ``pga_stored`` (keys looked up, nothing read) says: the
+    finished layers, none of another k, states or readout basis; the resumed run equals an uninterrupted one."""
     states, w_u = planted_readout(n=120)
     layers = np.stack([states * (1 + i) for i in range(4)])
     basis, cache, settings = readout_basis(w_u), ResultCache(tmp_path), pga_settings(w_u.shape[1], (8,), n_null=10)
@@ -310,9 +289,13 @@ def test_a_setting_counts_as_stored_only_when_every_layer_of_it_is(tmp_path):
                             progress=stop_at_layer_two)
     for asked in ([0], [0, 1], [2], [0, 1, 2, 3]):
         found = pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, asked, cache=cache, stored_only=True)
+        assert (found is not None) == (asked in ([0], [0, 1]))
         assert pipeline.pga_stored({"s": 1}, {"w": 1}, settings, asked, cache) == (found is not None)
-    pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2, 3], cache=cache)
+    resumed = pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2, 3], cache=cache)
     assert pipeline.pga_stored({"s": 1}, {"w": 1}, settings, [0, 1, 2, 3], cache)
+    whole = pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, settings, [0, 1, 2, 3],
+                                cache=ResultCache(tmp_path / "other"))
+    assert [r.z for r in resumed] == [r.z for r in whole]
     other_k = pga_settings(w_u.shape[1], (4,), n_null=10)
     for elsewhere in (({"s": 1}, {"w": 1}, other_k), ({"s": 2}, {"w": 1}, settings), ({"s": 1}, {"w": 2}, settings)):
         assert not pipeline.pga_stored(*elsewhere, [0], cache)
