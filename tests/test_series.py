@@ -122,6 +122,10 @@ def test_a_series_never_measured_is_previewed_after_its_forward_passes_alone(dem
     assert loaded == ["checkpoint-0"] and not measured  # a forward pass and the readout: no PGA, no loss
     prepare_checkpoints(name, revisions, builtin_corpus(), sampling, "cpu", cache=cache)
     assert loaded == ["checkpoint-0", "checkpoint-64"]  # only the checkpoint that missed its states
+    read, real_get = [], cache.get
+    monkeypatch.setattr(cache, "get", lambda namespace, *a: read.append(namespace) or real_get(namespace, *a))
+    prepare_checkpoints(name, revisions, builtin_corpus(), sampling, "cpu", cache=cache)
+    assert len(loaded) == 2 and read == []  # both prepared: their keys looked up, nothing read
     preview = training_sweep(name, revisions, builtin_corpus(), sampling, quick, "cpu", cache=cache)
     assert preview.preview and len(loaded) == 2 and all(settings.preview for settings in measured)
     assert all(math.isnan(r.loss) for r in preview.results)  # measured by the exact series

@@ -163,3 +163,9 @@ def states_spec(model: dict, corpus: Corpus, sampling: Sampling) -> dict:
 def stored_hidden_states(model: dict, corpus: Corpus, sampling: Sampling, cache: ResultCache) -> Entry | None:
     """The cached hidden states of ``model`` (a ``LoadedModel.spec``), or None: nothing is loaded or computed."""
     return cache.get("hidden-states", HIDDEN_VERSION, states_spec(model, corpus, sampling), HiddenStates)
+
+
+def holds_hidden_states(model: dict, corpus: Corpus, sampling: Sampling, cache: ResultCache) -> bool:
+    """Whether the hidden states of ``model`` are cached: the key looked up, nothing read (:func:`stored_hidden_states`
+    reads every layer's states)."""
+    return cache.holds("hidden-states", HIDDEN_VERSION, states_spec(model, corpus, sampling))

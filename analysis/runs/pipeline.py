@@ -74,6 +74,11 @@ def stored_readout(model: dict, cache: ResultCache) -> ReadoutBasis | None:
     return None if hit is None else hit.value
 
 
+def holds_readout(model: dict, cache: ResultCache) -> bool:
+    """Whether the readout basis of ``model`` is cached: the key looked up, nothing read."""
+    return cache.holds("readout", READOUT_VERSION, {"model": model})
+
+
 def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: ReadoutBasis, settings: PGASettings,
              layers: list[int], device: str, progress: Progress | None,
              slot: Callable[[], AbstractContextManager], memory: EngineMemory, states_key: str) -> list[LayerPGA]:

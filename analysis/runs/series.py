@@ -14,7 +14,13 @@ from collections.abc import Iterator
 
 import torch
 
-from analysis.activations.hidden import hidden_states, stored_hidden_states, token_sample, tokenised_corpus
+from analysis.activations.hidden import (
+    hidden_states,
+    holds_hidden_states,
+    stored_hidden_states,
+    token_sample,
+    tokenised_corpus,
+)
 from analysis.activations.loss import heldout_windows, mean_loss
 from analysis.data.corpus import Corpus, Sampling, bos_token
 from analysis.errors import InputError, require
@@ -26,7 +32,7 @@ from analysis.models.loading import LoadedModel, load
 from analysis.models.refs import ModelRef, hash_files, list_checkpoints, resolve, weight_files
 from analysis.progress import Progress, report
 from analysis.results.collections import CheckpointResult, CheckpointSeries, flag_duplicates
-from analysis.runs.pipeline import cached_pga, model_readout, stored_readout
+from analysis.runs.pipeline import cached_pga, holds_readout, model_readout, stored_readout
 from analysis.runs.settings import Compute
 from analysis.storage.cache import ResultCache, canonical_json, default_cache
 from analysis.storage.shapes import OneOf, record_shape
@@ -154,14 +160,14 @@ def prepare_checkpoints(name: str, revisions: list[str], corpus: Corpus, samplin
     """Into ``cache``, what a preview of the series reads with no model loaded (:func:`record_from_cache`): each
     checkpoint's hidden states and readout basis (not its held-out loss, which the exact series measures: 16 more
     windows through the model, a third of the forward pass at N = 512). A checkpoint that misses one is loaded, in
-    turn; the others are not."""
+    turn; the others are not, and nothing of theirs is read (their keys are looked up)."""
     cache = cache or default_cache()
     refs = check_series(name, revisions)
     concrete = dtype_name(pick_dtype(dtype, pick_device(device)))
     for number, ref in enumerate(refs):
         report(progress, "checkpoints", number, len(refs))
         model = {**ref.spec, "dtype": concrete}
-        if stored_hidden_states(model, corpus, sampling, cache) is not None and stored_readout(model, cache):
+        if holds_hidden_states(model, corpus, sampling, cache) and holds_readout(model, cache):
             continue
         loaded = load(ref, device=device, dtype=concrete)
         try:
