@@ -31,10 +31,14 @@ def make_room(source: str) -> None:
 
 
 def cached(function: Dispatcher) -> Dispatcher:
-    """``function``, a numba dispatcher, with its compiled code cached as the module says."""
-    make_room(inspect.getfile(function.py_func))
-    with contextlib.suppress(RuntimeError):  # no folder writable at all
+    """``function``, a numba dispatcher, with its compiled code cached as the module says: where numba finds a folder
+    for it, as numba caches it; else in the project's cache folder (:func:`make_room`), else not at all."""
+    try:
         function.enable_caching()
+    except RuntimeError:  # numba has no folder of its own for it
+        make_room(inspect.getfile(function.py_func))
+        with contextlib.suppress(RuntimeError):  # no folder writable at all
+            function.enable_caching()
     return function
 
 
