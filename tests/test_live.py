@@ -24,6 +24,8 @@ from analysis.runs.settings import (
     Compute,
     ModelChoice,
     along_sliders,
+    block_preview,
+    first_draws_preview,
     k_grid,
     nearby,
     pga_settings,
@@ -53,14 +55,16 @@ def interval_gap(preview, exact) -> float:
 
 
 @pytest.mark.parametrize("make", [planted_readout, masked_readout])
-def test_the_preview_agrees_with_the_exact_curve_on_planted_data(make):
+@pytest.mark.parametrize("kind, n_pairs", [(block_preview, 3 * 128 * 127 // 2), (first_draws_preview, 400 * 399 // 2)])
+def test_the_preview_agrees_with_the_exact_curve_on_planted_data(make, kind, n_pairs):
+    """On 3 blocks of 128 tokens or on every pair, with the first 30 null draws."""
     states, w_u = make(n=400, seed=3)
     layers = np.stack([states, states * 0.5 + 0.1])
     settings = pga_settings(w_u.shape[1], (8,), (0, 1))
     exact = pga_sweep(layers, readout_basis(w_u), settings)
-    preview = pga_sweep(layers, readout_basis(w_u), preview_settings(settings))
-    assert all(p.n_pairs == 3 * 128 * 127 // 2 < e.n_pairs and len(p.null) == 30 < len(e.null) == 100
-               for p, e in zip(preview, exact, strict=True))  # 3 blocks of 128 tokens, the first 30 null draws
+    preview = pga_sweep(layers, readout_basis(w_u), kind(settings))
+    assert all(p.n_pairs == n_pairs <= e.n_pairs and len(p.null) == 30 < len(e.null) == 100
+               for p, e in zip(preview, exact, strict=True))
     assert interval_gap(preview, exact) == 0
     assert [np.sign(p.z) for p in preview] == [np.sign(e.z) for e in exact]  # planted structure found by both
     assert all(abs(p.z) > 3 for p in preview)
@@ -154,7 +158,7 @@ def test_a_move_of_k_ranks_the_full_space_once_per_layer_depth_and_design(monkey
     ranked, counting = [], [False]
     monkeypatch.setattr(pga, "ranked_reference", lambda values: ranked.append(counting[0]) or ranked_reference(values))
     memory, exact = EngineMemory(), pga_settings(w_u.shape[1], (8,), (1,), ccr_fit=ccr_fit, n_null=12)
-    preview = preview_settings(exact)
+    preview = block_preview(exact)
     for settings in (exact, replace(exact, ks=(4,)), replace(exact, ks=(6,), ccrs=(1, 2)), preview,
                      replace(preview, ks=(4,))):
         counting[0] = True
@@ -180,7 +184,7 @@ def test_a_jumps_preview_hands_its_projections_over_to_the_exact_sweep_after_it(
     states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
     layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
     settings = pga_settings(w_u.shape[1], (8,), (1,), ccr_fit=ccr_fit)
-    preview, first = preview_settings(settings), preview_settings(settings).n_null + 1
+    preview, first = block_preview(settings), block_preview(settings).n_null + 1
     alone = pga_sweep(layers, basis, settings, memory=EngineMemory(), for_previews=first)
     cli = pga_sweep(layers, basis, settings, memory=EngineMemory())
     memory = EngineMemory()
@@ -229,6 +233,50 @@ def test_a_moves_exact_sweep_takes_its_first_subspaces_from_the_ccr_0_projection
     projected.clear()
     pga_sweep(layers, basis, replace(settings, ks=(12,)), memory=memory, for_previews=first)  # wider than P_0
     assert projected == [first, settings.n_null + 1 - first] * 2
+
+
+@pytest.mark.parametrize("ccr_fit", ["same", "half"])
+def test_a_preview_on_every_pair_is_the_exact_sweeps_first_subspaces_and_is_not_scored_again(monkeypatch, ccr_fit):
+    """A preview on every pair with the first 30 draws scores the exact sweep's readout and first draws: their rhos
+    are the exact ones, and the exact sweep after it (the same states, depth, k and draws) projects and ranks only the
+    other 70 subspaces, hands nothing over, and equals a cold sweep and the CLI's; one at another depth or k scores
+    all 101."""
+    from analysis.geometry import pga
+
+    states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
+    layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
+    settings = pga_settings(w_u.shape[1], (8,), (2,), ccr_fit=ccr_fit)
+    preview, first = first_draws_preview(settings), preview_settings(settings).n_null + 1
+    cli = pga_sweep(layers, basis, settings, memory=EngineMemory())
+    memory = EngineMemory()
+    pga_sweep(layers, basis, replace(settings, ccrs=(1,)), memory=memory, for_previews=first)  # the curve before
+    seen = pga_sweep(layers, basis, preview, memory=memory)
+    for p, c in zip(seen, cli, strict=True):
+        assert p.n_pairs == c.n_pairs and p.rho_readout == pytest.approx(c.rho_readout, abs=1e-6)
+        assert np.allclose(p.null, c.null[:first - 1], atol=1e-6)
+    assert not memory.handed[1]
+    scored, projected, real_rhos = [], [], pga._subspace_rhos
+    monkeypatch.setattr(pga, "_subspace_rhos", lambda reference, points, *a: scored.append(len(points))
+                        or real_rhos(reference, points, *a))
+    monkeypatch.setattr(pga, "_project", lambda points, bases, out=None: projected.append(len(bases))
+                        or _project(points, bases, out))
+    after = pga_sweep(layers, basis, settings, memory=memory, for_previews=first)
+    assert scored == projected == [settings.n_null + 1 - first] * 2  # per layer: only the draws the preview left
+    for a, c in zip(after, cli, strict=True):
+        assert a.rho_readout == pytest.approx(c.rho_readout, abs=1e-6) and np.allclose(a.null, c.null, atol=1e-6)
+        assert a.z == pytest.approx(c.z, abs=1e-3) and len(a.null) == settings.n_null
+    scored.clear()
+    for moved in (replace(settings, ccrs=(3,)), replace(settings, ks=(6,))):
+        pga_sweep(layers, basis, moved, memory=memory, for_previews=first)
+    assert scored == [settings.n_null + 1] * 4
+
+
+def test_previews_score_every_pair_where_ranking_is_most_of_the_work():
+    """Up to k = 16 the preview is the exact sweep's first draws on every pair; above, the pairs inside blocks."""
+    for ks, blocks in (((1,), None), ((16,), None), ((4, 16), None), ((17,), 128), ((8, 32), 128), ((100,), 128)):
+        preview = preview_settings(pga_settings(576, ks))
+        assert preview.preview and preview.n_null == 30 and preview.pair_blocks == blocks
+        assert preview.max_pairs is None and preview.projection == "float32"
 
 
 def test_values_handed_over_wait_for_one_taker_one_group_at_a_time_within_the_limit():

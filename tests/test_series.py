@@ -10,7 +10,7 @@ from analysis.geometry.pga import PGASettings
 from analysis.models.train_demo import DemoSettings, train_demo
 from analysis.runs import series as series_module
 from analysis.runs.series import check_series, prepare_checkpoints, training_sweep
-from analysis.runs.settings import preview_settings
+from analysis.runs.settings import block_preview, preview_settings
 from analysis.storage.cache import ResultCache
 from tests.test_live import tolerance
 
@@ -78,7 +78,7 @@ def test_a_new_setting_is_previewed_then_measured_from_the_cache_without_loading
     sampling = Sampling(n_tokens=256, window=32, per_window=16)  # two blocks of 128 tokens in the preview
     assert training_sweep(name, revisions, builtin_corpus(), sampling, SETTINGS, "cpu", cache=cache,
                           stored_only=True) is None  # nothing measured: no preview either
-    assert training_sweep(name, revisions, builtin_corpus(), sampling, preview_settings(wider), "cpu",
+    assert training_sweep(name, revisions, builtin_corpus(), sampling, block_preview(wider), "cpu",
                           cache=cache) is None
     first = training_sweep(name, revisions, builtin_corpus(), sampling, SETTINGS, "cpu", cache=cache)
     assert not first.preview and "Preview" not in first.describe(8, 1)
@@ -89,7 +89,7 @@ def test_a_new_setting_is_previewed_then_measured_from_the_cache_without_loading
     monkeypatch.setattr(series_module, "load", no_loading)  # from here on, states, readout and loss come cached
     assert training_sweep(name, revisions, builtin_corpus(), sampling, wider, "cpu", cache=cache,
                           stored_only=True) is None
-    preview = training_sweep(name, revisions, builtin_corpus(), sampling, preview_settings(wider), "cpu",
+    preview = training_sweep(name, revisions, builtin_corpus(), sampling, block_preview(wider), "cpu",
                              cache=cache)
     assert preview.preview and "Preview" in preview.describe(16, 1)
     assert "Preview" in preview.heatmaps(16, 1).layout.title.text

@@ -654,7 +654,9 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     each layer's CCR-0 projection onto its readout and first ``for_previews - 1`` null draws, which a preview of R' =
     ``for_previews - 1`` draws then needs not project again (a slider move right after the exact curve), nor the exact
     sweep of a move after it, at another depth or a k that ``P_0`` covers (the move's preview widens it): those first
-    subspaces come from ``P_0`` (:func:`_projected_head`).
+    subspaces come from ``P_0`` (:func:`_projected_head`). A preview on every pair leaves in ``memory`` the rho of
+    each subspace it scored (the readout and the first R' draws, the exact sweep's own), and an exact sweep of the same
+    states, depth, k and draws scores only the others.
     ``states_key``: a name the caller gives these very states (e.g. the key of the spec they were computed from), under
     which each layer's digest is remembered instead of hashed at every call. Returns one :class:`LayerPGA` per
     (layer, k, ccr), layer-major.
@@ -684,9 +686,11 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     kept_subspaces = settings.n_null + 1 if settings.preview else min(for_previews, settings.n_null + 1)
     keep_projections = 0 < kept_subspaces and (
         n_layers * kept_subspaces * n * sum(settings.ks) * 4 <= memory.limit_bytes * PROJECTIONS_SHARE)
-    # a preview's jump hands its float32 projections over to the exact sweep after it, which scores the same first
-    # subspaces (``for_previews``)
-    hands = 0 < kept_subspaces and projection == torch.float32
+    # a preview on every pair scores the exact sweep's first subspaces: it leaves their rhos, which the exact sweep
+    # after it takes; a preview's jump on sampled pairs hands its float32 projections over to the exact sweep after it,
+    # which scores the same first subspaces (``for_previews``)
+    every_pair = settings.max_pairs is None and settings.pair_blocks is None
+    hands = 0 < kept_subspaces and projection == torch.float32 and not (settings.preview and every_pair)
     readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
     same_rows = settings.ccr_fit == "same"
     split = (settings.ccr_fit, None if same_rows else settings.seed)  # which rows are fitted and which scored
@@ -723,15 +727,25 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                 # the bases' key without V_k's name: one projection serves every k and every R up to its own
                 remembered = (scored_key, *bases_key[1:]) if keep_projections else None
                 hand = (("exact projection", *bases_key, kept_subspaces), (scored_key, c)) if hands else None
+                scored_rhos = (fit_key, scored_key, c, design_key, bases_key)
+                known = None if settings.preview else memory.get("leading rhos", scored_rhos)
                 if settings.preview:
                     projected = _preview_projection(centred32, corrected32, pca, c, bases, remembered, memory, hand)
+                    rhos = _subspace_rhos(reference, projected, design, pause)
+                    if every_pair:
+                        memory.put("leading rhos", scored_rhos, rhos)
+                elif known is not None:  # a preview on every pair scored the first subspaces: only the rest now
+                    rest = bases[len(known):]
+                    more = _subspace_rhos(reference, _project(corrected32(), rest), design, pause) if len(rest) \
+                        else known[:0]
+                    rhos = np.concatenate([known, more])[:len(bases)]
                 else:
                     head = _projected_head(memory, hand, remembered, centred32, pca, c, bases[:kept_subspaces])
                     projected = _exact_projection(corrected32(), bases, kept_subspaces, head)
                     if remembered is not None and c == settings.ccrs[0]:
                         _remember_projection(centred32, pca, c, bases[:kept_subspaces], projected[:kept_subspaces],
                                              remembered, memory)
-                rhos = _subspace_rhos(reference, projected, design, pause)
+                    rhos = _subspace_rhos(reference, projected, design, pause)
                 rho, null = float(rhos[0]), rhos[1:]
                 # the same at every CCR depth
                 angles, shares = _angles(pca.components, readouts[k], settings.n_pcs)

@@ -14,7 +14,7 @@ every caption or export states the settings a result was computed with (carried 
 | the report's CCR depths | 1, 5, 10 | the triage report |
 | histogram bins | 300 | the cosine histogram |
 | sensitivity delta | 0.005 | capacity at eps +- delta |
-| preview | ``preview_settings`` (``preview=True``): 128-token pair blocks, 30 nulls | never stored |
+| preview | ``preview_settings`` (``preview=True``): 30 nulls; 128-token pair blocks above k = 16 | never stored |
 | token map preview | the top two principal components after CCR | the plane drawn while UMAP runs |
 """
 
@@ -97,19 +97,35 @@ def pga_settings(d: int, ks: tuple[int, ...] | None = None, ccrs: tuple[int, ...
 
 PREVIEW_BLOCK = 128
 PREVIEW_N_NULL = 30
+EVERY_PAIR_PREVIEW_TO_K = 16  # up to this k the ranking is most of an exact sweep: previews score every pair
 
 
 def preview_settings(settings: PGASettings) -> PGASettings:
-    """The same statistic on less work, for a curve drawn at once: every pair inside seeded random blocks
-    of 128 tokens (each token in 127 pairs; 32,512 of the 130,816 pairs at N = 512, the same for the readout
-    and every null draw), the first 30 of the R null draws. Projected in float32 on every CPU, as the exact run is:
-    what a preview projects afresh serves the exact run after it (:func:`preview_subspaces`), where a bfloat16
-    projection, twice as fast on a CPU with bfloat16 arithmetic, served no one (a jump to k = 288 drew its exact curve
-    0.4-0.7 s later, BENCHMARKS.md).
+    """The same statistic on less work, for a curve drawn at once: :func:`block_preview`, or up to
+    ``EVERY_PAIR_PREVIEW_TO_K`` :func:`first_draws_preview`. At k <= 16 ranking the pairs is most of an exact sweep
+    (its projections little), so a preview on sampled pairs is work that serves no one: it delayed the exact curve after
+    it by 11-20 % on 2 AVX2 cores. The exact sweep's first subspaces on every pair are not done again after it: the
+    preview comes later (0.5-0.7 s against 0.2-0.3 s for 31 layers), the exact curve no later; and nearer it
+    (BENCHMARKS.md)."""
+    small = max(settings.ks) <= EVERY_PAIR_PREVIEW_TO_K
+    return first_draws_preview(settings) if small else block_preview(settings)
+
+
+def block_preview(settings: PGASettings) -> PGASettings:
+    """A preview on every pair inside seeded random blocks of 128 tokens (each token in 127 pairs; 32,512 of the
+    130,816 pairs at N = 512, the same for the readout and every null draw), with the first 30 of the R null draws.
+    Projected in float32 on every CPU, as the exact run is: what a preview projects afresh serves the exact run after
+    it (:func:`preview_subspaces`), where a bfloat16 projection, twice as fast on a CPU with bfloat16 arithmetic,
+    served no one (a jump to k = 288 drew its exact curve 0.4-0.7 s later, BENCHMARKS.md).
     Measured against the exact curve in BENCHMARKS.md; rejected there: fewer tokens (z depends on them),
     the pairs inside blocks of 64 tokens with all 100 draws (three times the work for the same agreement)."""
-    return replace(settings, pair_blocks=PREVIEW_BLOCK, n_null=min(settings.n_null, PREVIEW_N_NULL),
-                   projection="float32", preview=True)
+    return replace(first_draws_preview(settings), pair_blocks=PREVIEW_BLOCK)
+
+
+def first_draws_preview(settings: PGASettings) -> PGASettings:
+    """A preview on the exact sweep's own pairs with the first 30 of the R null draws: its rho is the exact one, its
+    null a subset of the exact null, and the exact sweep after it scores only the other draws (``pga_sweep``)."""
+    return replace(settings, n_null=min(settings.n_null, PREVIEW_N_NULL), projection="float32", preview=True)
 
 
 def preview_subspaces(settings: PGASettings, device: str = "auto") -> int:
