@@ -17,14 +17,15 @@ k = 100, R = 100 (CCR-1).
   of their rows, so that no layer is hashed again: every sweep here names its states as the app does), each followed
   by a measure of the floor, so that a host whose speed drifts is seen in the ratios of the runs as well as in best
   against best;
-- preview: the same sweep on ``preview_settings`` (pairs inside blocks of 128 tokens, the first 30 null
-  draws), each layer's PCA not yet remembered, and again remembered (a slider move on
+- preview: the same sweep on ``preview_settings`` (the first 30 null draws; above k = 16 only the pairs inside
+  blocks of 128 tokens), each layer's PCA not yet remembered, and again remembered (a slider move on
   states already analysed);
 - warm slider: one layer recomputed for a new k from states already in memory;
 - k = 1: the exact sweep where every cosine is -1, 0 or +1 (ranked by counting its tie runs), each layer's PCA
   remembered;
 - moves (``--moves``): the app's order of work after the exact curve of k, CCR-1, in the engine: each move's preview,
-  then its exact sweep in the same memory (which starts from the projections the exact curve and the preview left),
+  then its exact sweep in the same memory (which starts from the projections the exact curve and the preview left,
+  and up to k = 16 from the rhos of the subspaces the preview scored on every pair),
   against the same exact sweep with only the layers' PCAs remembered (the CLI's): how much the preview delays the
   exact curve (goal: at most 10 %); each the best of two runs from the same memory.
 Usage: python bench/pga.py [--layers 31] [--n 512] [--d 576] [--device auto] [--skip-reference] [--moves]
@@ -186,7 +187,8 @@ def main() -> None:
     each = [run / f for run, (f, _) in zip(warm_runs, floors, strict=True)]
     print(f"exact sweep with each layer's PCA remembered (the app's exact run after a move): {min(warm_runs):.2f} s, "
           f"{min(warm_runs) / floor:.2f}x the floor; each run: {', '.join(f'{r:.2f}x' for r in each)}")
-    print(f"preview ({quick.pair_blocks}-token blocks, R' = {quick.n_null}, "
+    pairs = "every pair" if quick.pair_blocks is None else f"{quick.pair_blocks}-token blocks"
+    print(f"preview ({pairs}, R' = {quick.n_null}, "
           f"{quick.projection} projection): {t_cold:.2f} s, "
           f"{t_warm:.2f} s with each layer's PCA remembered ({t_ours / t_warm:.1f}x less than exact)")
     print(f"warm slider (1 layer, new k): {t_slider:.2f} s")
