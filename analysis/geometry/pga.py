@@ -214,9 +214,13 @@ NULL_STREAM = 0x6E756C6C  # "null": the null draws' seeds, apart from the pair a
 
 
 NULL_CHUNK = 8  # draws orthonormalised at a time: float64 temporaries of ~4 x 8 d k values, not ~4 x R d k
+# fewer where a draw is large, so that a chunk is at most ~0.15 s on 2 AVX2 cores (a draw at d = 2048, k = 1024 is
+# 0.135 s; eight of them held a visitor's exact curve off for 0.9 s, thirty for 3.7 s, BENCHMARKS.md)
+NULL_CHUNK_VALUES = 2**31  # d k^2 of a chunk
 
 
-def null_bases(d: int, k: int, n_null: int, seed: int, first: int = 0, out: torch.Tensor | None = None):
+def null_bases(d: int, k: int, n_null: int, seed: int, first: int = 0, out: torch.Tensor | None = None,
+               pause: Callable[[], None] | None = None):
     """``[R - first, d, k]`` orthonormal bases uniform on the Grassmannian: draws ``first`` .. R - 1, draw j the
     orthonormalised columns of a ``[d, k]`` standard Gaussian G from its own stream ``(seed, NULL_STREAM, j)``, whose
     first k x d values are its columns. So the first R of a larger R are the same draws, and the draws are nested in
@@ -229,10 +233,14 @@ def null_bases(d: int, k: int, n_null: int, seed: int, first: int = 0, out: torc
     Float64 numpy; or written into ``out`` (a tensor of that shape, any float dtype and device), which is returned:
     ``NULL_CHUNK`` draws at a time, so no float64 copy of all of them is ever made (1.2 GB at d = 2048, k = 1024,
     70 draws). The Gaussians are drawn on the CPU and orthonormalised on ``out``'s device, on a GPU in float64 there
-    too: 100 draws at d = 2048, k = 1024 in 1.0 s against 2.6 s on an H200 machine's 16 CPU cores, within 2e-9."""
+    too: 100 draws at d = 2048, k = 1024 in 1.0 s against 2.6 s on an H200 machine's 16 CPU cores, within 2e-9.
+    ``pause`` is called between chunks (fewer than ``NULL_CHUNK`` draws where a draw is large)."""
     filled = torch.empty((n_null - first, d, k), dtype=torch.float64) if out is None else out
-    for start in range(first, n_null, NULL_CHUNK):
-        stop = min(n_null, start + NULL_CHUNK)
+    chunk = max(1, min(NULL_CHUNK, NULL_CHUNK_VALUES // (d * k * k)))
+    for start in range(first, n_null, chunk):
+        if start > first and pause is not None:
+            pause()
+        stop = min(n_null, start + chunk)
         filled[start - first:stop - first] = _orthonormal_draws(d, k, seed, range(start, stop), filled.device)
     return filled.numpy() if out is None else out
 
@@ -251,19 +259,19 @@ def _orthonormal_draws(d: int, k: int, seed: int, draws: range, device: torch.de
 
 
 def _candidates(memory: EngineMemory, basis: ReadoutBasis, k: int, n_null: int, seed: int, dtype: torch.dtype,
-                device: torch.device) -> tuple[tuple, torch.Tensor]:
+                device: torch.device, pause: Callable[[], None] | None = None) -> tuple[tuple, torch.Tensor]:
     """(key, ``[1 + R, d, k]``): V_k (``basis.top(k)``) then the R null bases, as ``dtype`` on ``device``;
     remembered in ``memory`` under the key, since the dashboard asks for one layer at a time. The key names V_k
     (its first part: the basis's digest and k) and the draws but not R: the draws are nested in R, so the bases of a
     larger R serve a smaller one, and a larger R draws only the bases it adds (a preview's 30, then an exact run's
-    100)."""
+    100). ``pause``: called while the bases are drawn (:func:`null_bases`)."""
     key = ((basis.digest, k), seed, str(dtype), str(device))
     kept = memory.get("candidate bases", key)
     if kept is None or len(kept) < 1 + n_null:
         grown = torch.empty((1 + n_null, basis.d, k), dtype=dtype, device=device)
         have = 1 if kept is None else len(kept)
         grown[:have] = torch.as_tensor(basis.top(k)[None]) if kept is None else kept
-        null_bases(basis.d, k, n_null, seed, first=have - 1, out=grown[have:])
+        null_bases(basis.d, k, n_null, seed, first=have - 1, out=grown[have:], pause=pause)
         kept = memory.put("candidate bases", key, grown)
     return key, kept[:1 + n_null]
 
@@ -678,7 +686,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     design_key = (n, settings.max_pairs, settings.seed, settings.pair_blocks)
     design, _ = memory.remember("pair design", design_key, partial(_design_with_rows, *design_key))
     projection = torch.bfloat16 if settings.projection == "bfloat16" else torch.float32
-    candidates = {k: _candidates(memory, basis, k, settings.n_null, settings.seed, projection, torch_device)
+    candidates = {k: _candidates(memory, basis, k, settings.n_null, settings.seed, projection, torch_device, pause)
                   for k in settings.ks}
     # the CCR-0 projections onto the subspaces a preview scores are kept, for every layer of the states, while they fit
     # in ``PROJECTIONS_SHARE`` of the engine's memory (every layer, not only those asked for now: the dashboard asks
