@@ -52,7 +52,7 @@ class PGARun:
     identity: str | None = None
     dtype: str | None = None
     provenance: dict | None = field(default=None, compare=False)
-    preview: bool = False  # computed on the pairs inside blocks of tokens; the exact run replaces it
+    preview: bool = False  # computed on less work (``preview_settings``); the exact run replaces it
 
     @property
     def n_tokens(self) -> int:
