@@ -131,8 +131,8 @@ def test_an_exact_sweep_leaves_the_ccr_0_projections_a_preview_starts_from(monke
     pga_sweep(layers, basis, settings, memory=memory, for_previews=preview.n_null + 1)
     assert memory.count("CCR-0 projection") == 2  # one per layer
     projected = []
-    monkeypatch.setattr(pga, "_project", lambda points, bases, out=None: projected.append(bases.shape)
-                        or _project(points, bases, out))
+    monkeypatch.setattr(pga, "_project", lambda points, bases, out=None, pause=None: projected.append(bases.shape)
+                        or _project(points, bases, out, pause))
     for moved in (preview, replace(preview, ccrs=(0, 3)), replace(preview, ks=(5,))):
         warm = pga_sweep(layers, basis, moved, memory=memory)
         cold = pga_sweep(layers, basis, moved, memory=EngineMemory(limit_bytes=1))
@@ -191,8 +191,8 @@ def test_a_jumps_preview_hands_its_projections_over_to_the_exact_sweep_after_it(
     pga_sweep(layers, basis, preview, memory=memory)
     assert len(memory.handed[1]) == 2  # one per layer
     projected = []
-    monkeypatch.setattr(pga, "_project", lambda points, bases, out=None: projected.append(len(bases))
-                        or _project(points, bases, out))
+    monkeypatch.setattr(pga, "_project", lambda points, bases, out=None, pause=None: projected.append(len(bases))
+                        or _project(points, bases, out, pause))
     after = pga_sweep(layers, basis, settings, memory=memory, for_previews=first)
     assert projected == [settings.n_null + 1 - first] * 2 and not memory.handed[1]  # only the other draws; all taken
     for a, b, c in zip(after, alone, cli, strict=True):
@@ -217,8 +217,8 @@ def test_a_moves_exact_sweep_takes_its_first_subspaces_from_the_ccr_0_projection
     memory = EngineMemory()
     pga_sweep(layers, basis, settings, memory=memory, for_previews=first)
     projected = []
-    monkeypatch.setattr(pga, "_project", lambda points, bases, out=None: projected.append(len(bases))
-                        or _project(points, bases, out))
+    monkeypatch.setattr(pga, "_project", lambda points, bases, out=None, pause=None: projected.append(len(bases))
+                        or _project(points, bases, out, pause))
     for moved in (replace(settings, ccrs=(3,)), replace(settings, ks=(4,)), replace(settings, ccrs=(0,)),
                   replace(settings, ks=(8,), ccrs=(2,))):
         if moved.ks == (8,):
@@ -258,8 +258,8 @@ def test_a_preview_on_every_pair_is_the_exact_sweeps_first_subspaces_and_is_not_
     scored, projected, real_rhos = [], [], pga._subspace_rhos
     monkeypatch.setattr(pga, "_subspace_rhos", lambda reference, points, *a: scored.append(len(points))
                         or real_rhos(reference, points, *a))
-    monkeypatch.setattr(pga, "_project", lambda points, bases, out=None: projected.append(len(bases))
-                        or _project(points, bases, out))
+    monkeypatch.setattr(pga, "_project", lambda points, bases, out=None, pause=None: projected.append(len(bases))
+                        or _project(points, bases, out, pause))
     after = pga_sweep(layers, basis, settings, memory=memory, for_previews=first)
     assert scored == projected == [settings.n_null + 1 - first] * 2  # per layer: only the draws the preview left
     for a, c in zip(after, cli, strict=True):

@@ -452,6 +452,20 @@ def test_large_null_draws_are_drawn_in_smaller_chunks_with_a_pause_between(monke
     assert len(paused) == 4 and torch.allclose(bases[2:], torch.as_tensor(whole[:4], dtype=torch.float32))  # draws 1-4
 
 
+@pytest.mark.parametrize("k, m, pauses", [(64, 40, 2), (64, 16, 0), (8, 40, 0)])
+def test_a_large_projection_pauses_between_chunks_of_subspaces(k, m, pauses):
+    """At large k (the batched product) the subspaces are projected ``CHUNK_SUBSPACES`` at a time with the caller's
+    pause between (a layer's projections at d = 2048, k = 1024 held other work off for 1.1 s); the same values."""
+    rng = np.random.default_rng(4)
+    points, bases = torch.as_tensor(rng.standard_normal((50, 96)), dtype=torch.float32), torch.as_tensor(
+        null_bases(96, k, m, 0), dtype=torch.float32)
+    paused = []
+    chunked = pga._project(points, bases, pause=lambda: paused.append(1))
+    assert len(paused) == pauses and torch.allclose(chunked, pga._project(points, bases), atol=1e-6)
+    into = torch.empty_like(chunked)
+    assert pga._project(points, bases, out=into, pause=lambda: None) is into and torch.equal(into, chunked)
+
+
 def test_candidate_bases_of_a_larger_r_draw_only_the_draws_they_add_and_serve_a_smaller_r(monkeypatch):
     _, w_u = planted_readout(n=64, d=32, k=4, seed=2)
     basis, memory, firsts = readout_basis(w_u), EngineMemory(), []
