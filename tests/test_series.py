@@ -91,7 +91,7 @@ def test_a_new_setting_is_previewed_then_measured_from_the_cache_without_loading
                           stored_only=True) is None
     preview = training_sweep(name, revisions, builtin_corpus(), sampling, block_preview(wider), "cpu",
                              cache=cache)
-    assert preview.preview and "Preview" in preview.describe(16, 1)
+    assert preview.preview and "Preview on pairs inside blocks of 128 tokens, 10 null draws" in preview.describe(16, 1)
     assert "Preview" in preview.heatmaps(16, 1).layout.title.text
     assert training_sweep(name, revisions, builtin_corpus(), sampling, wider, "cpu", cache=cache,
                           stored_only=True) is None  # a preview is never stored as the record
@@ -129,7 +129,8 @@ def test_a_series_never_measured_is_previewed_after_its_forward_passes_alone(dem
     preview = training_sweep(name, revisions, builtin_corpus(), sampling, quick, "cpu", cache=cache)
     assert preview.preview and len(loaded) == 2 and all(settings.preview for settings in measured)
     assert all(math.isnan(r.loss) for r in preview.results)  # measured by the exact series
-    assert "(the exact series follows, with the loss on 16 held-out windows" in preview.describe(8, 1)
+    assert "Preview on every pair, 10 null draws (the exact series follows, with the loss on 16 held-out windows" \
+        in preview.describe(8, 1)
     exact = training_sweep(name, revisions, builtin_corpus(), sampling, SETTINGS, "cpu", cache=cache)
     assert not exact.preview and all(r.loss > 0 for r in exact.results)
     assert "; loss on" in exact.describe(8, 1) and "follows" not in exact.describe(8, 1)

@@ -198,7 +198,8 @@ class CheckpointSeries:
     @property
     def preview_work(self) -> str:
         """What a preview was computed on, in words."""
-        return preview_words(self.spec["settings"], "pairs")
+        settings = self.spec["settings"]
+        return preview_words(settings, "pairs" if settings.get("pair_blocks") else "every pair")
 
     def describe(self, k: int, ccr: int) -> str:
         sampling, settings = self.spec["sampling"], self.spec["settings"]
