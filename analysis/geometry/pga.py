@@ -747,24 +747,23 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                 hand = (("exact projection", *bases_key, kept_subspaces), (scored_key, c)) if hands else None
                 scored_rhos = (fit_key, scored_key, c, design_key, bases_key)
                 known = None if settings.preview else memory.get("leading rhos", scored_rhos)
-                if settings.preview:
-                    projected = _preview_projection(centred32, corrected32, pca, c, bases, remembered, memory, hand,
-                                                    pause)
-                    rhos = _subspace_rhos(reference, projected, design, pause)
-                    if every_pair:
-                        memory.put("leading rhos", scored_rhos, rhos)
-                elif known is not None:  # a preview on every pair scored the first subspaces: only the rest now
+                if known is not None:  # a preview on every pair scored the first subspaces: only the rest now
                     rest = bases[len(known):]
-                    more = _subspace_rhos(reference, _project(corrected32(), rest, pause=pause), design, pause) \
-                        if len(rest) else known[:0]
-                    rhos = np.concatenate([known, more])[:len(bases)]
+                    rhos = np.concatenate([known, _subspace_rhos(reference, _project(corrected32(), rest, pause=pause),
+                                                                 design, pause)]) if len(rest) else known[:len(bases)]
                 else:
-                    head = _projected_head(memory, hand, remembered, centred32, pca, c, bases[:kept_subspaces])
-                    projected = _exact_projection(corrected32(), bases, kept_subspaces, head, pause)
-                    if remembered is not None and c == settings.ccrs[0]:
-                        _remember_projection(centred32, pca, c, bases[:kept_subspaces], projected[:kept_subspaces],
-                                             remembered, memory)
+                    if settings.preview:
+                        projected = _preview_projection(centred32, corrected32, pca, c, bases, remembered, memory,
+                                                        hand, pause)
+                    else:
+                        head = _projected_head(memory, hand, remembered, centred32, pca, c, bases[:kept_subspaces])
+                        projected = _exact_projection(corrected32(), bases, kept_subspaces, head, pause)
+                        if remembered is not None and c == settings.ccrs[0]:
+                            _remember_projection(centred32, pca, c, bases[:kept_subspaces],
+                                                 projected[:kept_subspaces], remembered, memory)
                     rhos = _subspace_rhos(reference, projected, design, pause)
+                    if settings.preview and every_pair:
+                        memory.put("leading rhos", scored_rhos, rhos)
                 rho, null = float(rhos[0]), rhos[1:]
                 # the same at every CCR depth
                 angles, shares = _angles(pca.components, readouts[k], settings.n_pcs)

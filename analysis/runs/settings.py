@@ -105,8 +105,8 @@ def preview_settings(settings: PGASettings) -> PGASettings:
     ``EVERY_PAIR_PREVIEW_TO_K`` :func:`first_draws_preview`. At k <= 16 ranking the pairs is most of an exact sweep
     (its projections little), so a preview on sampled pairs is work that serves no one: it delayed the exact curve after
     it by 11-20 % on 2 AVX2 cores. The exact sweep's first subspaces on every pair are not done again after it: the
-    preview comes later (0.46-0.60 s against 0.20-0.30 s for 31 layers), the exact curve sooner (delayed by 5-10 %),
-    and the preview is nearer it (BENCHMARKS.md)."""
+    preview comes later (0.46-0.60 s against 0.20-0.30 s for 31 layers), the exact curve sooner (the preview now
+    delays it by 5-10 %), and the preview is nearer it (BENCHMARKS.md)."""
     small = max(settings.ks) <= EVERY_PAIR_PREVIEW_TO_K
     return first_draws_preview(settings) if small else block_preview(settings)
 
