@@ -46,7 +46,14 @@ from analysis.results.collections import (
 )
 from analysis.runs import analyses
 from analysis.runs.series import free_memory, stored_series
-from analysis.runs.settings import DEFAULT_CCR, ModelChoice, needs_preview, pga_settings, preview_settings
+from analysis.runs.settings import (
+    DEFAULT_CCR,
+    ModelChoice,
+    block_preview,
+    needs_preview,
+    pga_settings,
+    preview_settings,
+)
 from analysis.storage.cache import Entry, on_recomputed
 from analysis.storage.memory import ModestMemory, default_memory
 from analysis.storage.paths import cache_dir, checked_path, restrict_to, roots_in_force
@@ -285,12 +292,19 @@ def stored_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
 
 def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
                 ccrs: tuple[int, ...] | None = None) -> PGARun:
-    """The preview (``preview_settings``: a second or so on a laptop CPU; at once when it was previewed
-    ahead); where a preview would not pay (a GPU, k = 1: :func:`needs_preview`) the exact run itself. At the policy's
-    first priority: other work steps aside at its next pause point."""
+    """The preview made ahead (``preview_settings``) when every layer of it is remembered; else the quickest one,
+    made now (``block_preview``: up to k = 16 a preview made ahead scores the exact sweep's first draws on every pair,
+    which the exact run then need not score, but made while the visitor waits it came 0.3-0.5 s later than one on
+    128-token blocks, and the exact curve no sooner, BENCHMARKS.md). Where a preview would not pay (a GPU, k = 1:
+    :func:`needs_preview`) the exact run itself. At the policy's first priority: other work steps aside at its next
+    pause point."""
     if not needs_preview(view.device, k):
         return pga(view, loaded, k, ccrs)
-    settings = preview_settings(_settings(loaded, view, k, ccrs))
+    exact, held = _settings(loaded, view, k, ccrs), states(view, loaded)
+    ahead = analyses.model_pga(loaded, corpus(view), view.sampling, preview_settings(exact), compute=view.compute,
+                               states=held, stored_only=True)
+    if ahead is not None:
+        return ahead
 
     @contextlib.contextmanager
     def slot():
@@ -298,8 +312,8 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
             yield pause
 
     with st.spinner("Preview ..."):
-        return analyses.model_pga(loaded, corpus(view), view.sampling, settings, compute=view.compute,
-                                  states=states(view, loaded), slot=slot)
+        return analyses.model_pga(loaded, corpus(view), view.sampling, block_preview(exact), compute=view.compute,
+                                  states=held, slot=slot)
 
 
 def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,

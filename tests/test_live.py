@@ -309,7 +309,10 @@ def test_the_preview_agrees_with_the_exact_curve_on_a_tiny_model(neox_folder, tm
                                  cache=cache)
     assert preview.preview and not exact.preview and "Preview" in preview.z_figure().layout.title.text
     assert analyses.model_pga(loaded, builtin_corpus(), sampling, preview_settings(settings), compute=CPU,
-                              cache=cache, stored_only=True) is None  # a preview is never stored
+                              cache=cache, stored_only=True, memory=EngineMemory()) is None  # a preview is never stored
+    remembered = analyses.model_pga(loaded, builtin_corpus(), sampling, preview_settings(settings), compute=CPU,
+                                    cache=cache, stored_only=True)  # but remembered, and found without computing
+    assert [r.z for r in remembered.results] == [r.z for r in preview.results]
     again = analyses.model_pga(loaded, builtin_corpus(), sampling, preview_settings(settings), compute=CPU, cache=cache)
     assert [r.z for r in again.results] == [r.z for r in preview.results]  # seeded: the same preview again
     assert not any(r.z_interval[1] - r.z_interval[0] == 0 for r in exact.at())
@@ -1010,6 +1013,28 @@ def test_the_page_previews_every_setting_along_both_sliders_in_memory(tiny_model
         assert run.preview and len(run.results) == states.value.n_layers
 
 
+def test_the_page_draws_a_preview_made_ahead_else_makes_the_quickest_one_on_blocks(tiny_models):
+    """Up to k = 16 a preview made ahead scores the exact sweep's first draws on every pair (the exact run continues
+    it); the page draws that one when it is remembered, else makes the quickest itself, on 128-token blocks."""
+    from dashboard import compute
+
+    model = tiny_models[("gpt_neox", False)]
+
+    def page_caption(k: int, seed: int) -> str:
+        app = run_page("pages/readout.py", settle=False, model=model, n_tokens=256, k=k, ccr=2, seed=seed)
+        app.session_state["background"].replace([])
+        assert not app.exception and "Preview" in app.get("plotly_chart")[0].proto.spec
+        return " ".join(shown(c.value) for c in app.caption)
+
+    assert "16,256 pairs inside blocks of 128 tokens, 30 null draws" in page_caption(4, 21)  # nothing made ahead
+    view = compute.ViewState(model=str(model), n_tokens=256, seed=22)
+    loaded = analyses.open_model(view.choice, CPU)
+    states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
+    analyses.model_pga(loaded, builtin_corpus(), view.sampling, preview_settings(pga_settings(32, (8,), (2,), seed=22)),
+                       compute=CPU, states=states)  # as the previews ahead make it
+    assert "Preview on 32,640 pairs, 30 null draws" in page_caption(8, 22)
+
+
 def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_exactly_in_the_previews_place(
         tiny_models):
     """At k = 1 the exact sweep counts its tie runs, as quick as a preview: the page run draws the exact curve (no
@@ -1302,7 +1327,8 @@ def test_blocks_of_128_tokens_without_the_preview_flag_are_an_exact_setting_and_
     assert preview.preview and preview.spec["preview"] is True
     pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, preview, [0, 1], cache=cache)
     assert pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, preview, [0, 1], cache=cache,
-                               stored_only=True) is None  # the flag, not the block size, keeps it out
+                               stored_only=True, memory=EngineMemory()) is None  # the flag, not the block size, keeps
+    # it out of the disk cache
 
 
 def test_a_text_file_is_read_once_per_version_not_at_every_call(tmp_path, monkeypatch):

@@ -86,8 +86,7 @@ def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: R
     task previews the next moves) and every other layer inside one ``slot``, each remembered as soon as it is done
     (a move to the setting a stopped preview ahead had started finds its finished layers). Remembered, never
     stored on disk: the exact run replaces it."""
-    keys = {(layer, k, c): spec_key("pga-preview", PGA_VERSION, spec(layer, k, c))
-            for layer in layers for k in settings.ks for c in settings.ccrs}
+    keys = _preview_keys(spec, settings, layers)
     remembered = {w: memory.get("preview", key) for w, key in keys.items()}
     found = {w: result for w, result in remembered.items() if result is not None}
     missing = sorted({layer for layer, k, c in keys if (layer, k, c) not in found})
@@ -102,6 +101,19 @@ def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: R
                     found[r.layer, r.k, r.ccr] = memory.put("preview", keys[r.layer, r.k, r.ccr], r)
         report(progress, "Preview", 1, 1)
     return [found[w] for w in keys]
+
+
+def _preview_keys(spec: Callable[[int, int, int], dict], settings: PGASettings, layers: list[int]) -> dict[tuple, str]:
+    """The engine memory's key of each (layer, k, CCR) of a preview."""
+    return {(layer, k, c): spec_key("pga-preview", PGA_VERSION, spec(layer, k, c))
+            for layer in layers for k in settings.ks for c in settings.ccrs}
+
+
+def _remembered_preview(spec: Callable[[int, int, int], dict], settings: PGASettings, layers: list[int],
+                        memory: EngineMemory) -> list[LayerPGA] | None:
+    """The preview of ``layers`` when every (layer, k, CCR) of it is remembered, else None (nothing is computed)."""
+    found = [memory.get("preview", key) for key in _preview_keys(spec, settings, layers).values()]
+    return None if any(result is None for result in found) else found
 
 
 PCA_VERSION = 1
@@ -177,7 +189,8 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
                memory: EngineMemory | None = None, for_previews: int = 0) -> list[LayerPGA] | None:
     """PGA for ``layers`` x ``settings.ks`` x ``settings.ccrs``, each (layer, k, ccr) cached on its own.
 
-    ``stored_only``: return None instead of computing when anything is missing. ``slot``: a context
+    ``stored_only``: return None instead of computing when anything is missing (a preview: when anything is not
+    remembered). ``slot``: a context
     held while each layer computes (the dashboard's one-heavy-computation-at-a-time gate); its value, when
     not None, is the ``pause`` handed to :func:`pga_sweep`. A layer's results are stored as soon as it is
     done, so work that is stopped keeps every finished layer.
@@ -193,7 +206,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
 
     if settings.preview:
         if stored_only:
-            return None
+            return _remembered_preview(spec, settings, layers, memory)
         ready_pcas(array, states_spec, settings, layers, device, cache, slot=slot, memory=memory)
         return _preview(array, spec, basis, settings, layers, device, progress, slot, memory, states_key)
 

@@ -14,7 +14,7 @@ every caption or export states the settings a result was computed with (carried 
 | the report's CCR depths | 1, 5, 10 | the triage report |
 | histogram bins | 300 | the cosine histogram |
 | sensitivity delta | 0.005 | capacity at eps +- delta |
-| preview | ``preview_settings`` (``preview=True``): 30 nulls; 128-token pair blocks above k = 16 | never stored |
+| preview | ``preview_settings`` (``preview=True``): 30 nulls; 128-token blocks above k = 16, in a page | not stored |
 | token map preview | the top two principal components after CCR | the plane drawn while UMAP runs |
 """
 
@@ -106,7 +106,8 @@ def preview_settings(settings: PGASettings) -> PGASettings:
     (its projections little), so a preview on sampled pairs is work that serves no one: it delayed the exact curve after
     it by 11-20 % on 2 AVX2 cores. The exact sweep's first subspaces on every pair are not done again after it: the
     preview comes later (0.46-0.60 s against 0.20-0.30 s for 31 layers), the exact curve sooner (the preview now
-    delays it by 5-10 %), and the preview is nearer it (BENCHMARKS.md)."""
+    delays it by 5-10 %), and the preview is nearer it (BENCHMARKS.md). The previews made ahead of a move and the
+    series' use it; a preview the page makes while the visitor waits is :func:`block_preview`."""
     small = max(settings.ks) <= EVERY_PAIR_PREVIEW_TO_K
     return first_draws_preview(settings) if small else block_preview(settings)
 
