@@ -22,8 +22,8 @@ the capacity histogram. The rules:
 - **Pause points.** A holder calls its ``pause`` between steps (the PGA engine every few subspaces,
   each forward batch, each progress report); there it steps aside while a more urgent request waits, then
   carries on where it was. A preview therefore waits for one step of other work at most (a few
-  subspaces, one forward batch, or a whole step that has no pause points inside: a model load, one
-  UMAP, seconds to a minute), unless its visitor has used the slot more than the holder (above). Another
+  subspaces, one forward batch, a tenth of a second of UMAP's epochs, or a whole step that has no pause points
+  inside: a model load, seconds to a minute), unless its visitor has used the slot more than the holder (above). Another
   visitor's request takes the slot at a pause point only when it ranks ``SWITCH`` seconds of use ahead, so two
   visitors' long runs take turns of about a second rather than at every pause point.
 - **Bounded memory.** A hold names the model it computes on; at most ``resident_models`` different

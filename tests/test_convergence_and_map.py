@@ -1,6 +1,8 @@
+import io
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -49,6 +51,37 @@ def test_token_map_is_deterministic_and_checks_size():
     assert first["coords"].shape == (80, 2) and ((share >= 0) & (share <= 1)).all()
     with pytest.raises(InputError, match="more points than neighbours"):
         token_map(states[:10], basis)
+
+
+def test_umaps_epochs_are_reported_and_what_the_report_raises_stops_the_map(monkeypatch):
+    """The epochs as progress reports (the dashboard's pause points), the map unchanged; a report that raises (work
+    nobody wants any more) stops it there, and every other progress bar of the process goes on."""
+    from tqdm import tqdm
+
+    from analysis.geometry import token_map as maps
+
+    monkeypatch.setattr(maps, "EPOCH_REPORTS_EVERY", 0.0)  # a report at every epoch
+    states = np.random.default_rng(0).standard_normal((80, 16)).astype(np.float32)
+    basis = np.linalg.qr(np.random.default_rng(1).standard_normal((16, 4)))[0]
+    reports = []
+    reported = token_map(states, basis, seed=3, progress=lambda *report: reports.append(report))
+    np.testing.assert_array_equal(reported["coords"], token_map(states, basis, seed=3)["coords"])
+    epochs = [done for stage, done, total in reports if stage == "epochs"]
+    assert len(epochs) > 100 and epochs == sorted(epochs) and epochs[-1] == reports[-1][2]
+
+    class Stopped(Exception):
+        pass
+
+    def stop_at_epoch_10(_stage, done, _total):
+        if done >= 10:
+            raise Stopped
+
+    with pytest.raises(Stopped):
+        token_map(states, basis, seed=3, progress=stop_at_epoch_10)
+    bar = threading.Thread(target=lambda: list(tqdm(range(3), file=io.StringIO())))  # as a model load's bar
+    bar.start()
+    bar.join(10)
+    assert not bar.is_alive()  # the stopped map left tqdm's lock free
 
 
 @pytest.mark.slow  # two processes, the first compiling UMAP's functions (~10 s)

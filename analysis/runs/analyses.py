@@ -373,7 +373,7 @@ def model_token_map(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, lay
         mapped = hit.value
     else:
         mapped = cache.get_or_compute("token-map", TOKEN_MAP_VERSION, spec,
-                                      lambda: token_map(states, basis.top(k), ccr, sampling.seed),
+                                      lambda: token_map(states, basis.top(k), ccr, sampling.seed, progress=progress),
                                       TOKEN_MAP_SHAPE).value
     sample, tokenizer = hidden.sample, loaded.tokenizer
     tokens = [tokenizer.decode([int(t)]) for t in sample.token_ids]
