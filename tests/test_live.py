@@ -1326,9 +1326,9 @@ def test_blocks_of_128_tokens_without_the_preview_flag_are_an_exact_setting_and_
     preview = preview_settings(blocks)
     assert preview.preview and preview.spec["preview"] is True
     pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, preview, [0, 1], cache=cache)
+    # the flag, not the block size, keeps it out of the disk cache
     assert pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, preview, [0, 1], cache=cache,
-                               stored_only=True, memory=EngineMemory()) is None  # the flag, not the block size, keeps
-    # it out of the disk cache
+                               stored_only=True, memory=EngineMemory()) is None
 
 
 def test_a_text_file_is_read_once_per_version_not_at_every_call(tmp_path, monkeypatch):
