@@ -301,10 +301,12 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
     if not needs_preview(view.device, k):
         return pga(view, loaded, k, ccrs)
     exact, held = _settings(loaded, view, k, ccrs), states(view, loaded)
-    ahead = analyses.model_pga(loaded, corpus(view), view.sampling, preview_settings(exact), compute=view.compute,
-                               states=held, stored_only=True)
-    if ahead is not None:
-        return ahead
+    ahead, own = preview_settings(exact), block_preview(exact)
+    if ahead != own:  # else the page's own run below finds the layers made ahead
+        made = analyses.model_pga(loaded, corpus(view), view.sampling, ahead, compute=view.compute, states=held,
+                                  stored_only=True)
+        if made is not None:
+            return made
 
     @contextlib.contextmanager
     def slot():
@@ -312,8 +314,8 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
             yield pause
 
     with st.spinner("Preview ..."):
-        return analyses.model_pga(loaded, corpus(view), view.sampling, block_preview(exact), compute=view.compute,
-                                  states=held, slot=slot)
+        return analyses.model_pga(loaded, corpus(view), view.sampling, own, compute=view.compute, states=held,
+                                  slot=slot)
 
 
 def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
