@@ -347,7 +347,14 @@ def agreement(cache: Path, args, visited: list[tuple[str, float]]) -> str:
     from analysis.geometry.pga import pga_sweep
     from analysis.runs import analyses
     from analysis.runs.pipeline import model_readout
-    from analysis.runs.settings import Compute, ModelChoice, block_preview, pga_settings, preview_settings
+    from analysis.runs.settings import (
+        Compute,
+        ModelChoice,
+        block_preview,
+        pga_settings,
+        preview_layers,
+        preview_settings,
+    )
     from analysis.storage.memory import EngineMemory
 
     compute = Compute()
@@ -370,8 +377,11 @@ def agreement(cache: Path, args, visited: list[tuple[str, float]]) -> str:
         if exact is None:
             continue
         # previews are not stored: computed again, seeded alike; both kinds where they differ (made ahead of a move,
-        # made by the page while the visitor waits)
-        for kind in {preview_settings(exact_settings), block_preview(exact_settings)}:
+        # made by the page while the visitor waits: where that is the exact run at a few layers, it agrees exactly)
+        kinds = {preview_settings(exact_settings)}
+        if preview_layers(exact_settings, args.n_tokens, len(states), len(states) // 2) is None:
+            kinds.add(block_preview(exact_settings))
+        for kind in kinds:
             preview = analyses.model_pga(loaded, builtin_corpus(), sampling, kind, compute=compute)
             for p, e in zip(preview.results, exact.results, strict=True):
                 gaps.append(abs(p.z - e.z))

@@ -53,7 +53,7 @@ from analysis.geometry.ranks import sort_rows  # noqa: E402
 from analysis.geometry.readout import readout_basis  # noqa: E402
 from analysis.geometry.synthetic import planted_readout  # noqa: E402
 from analysis.models.devices import cpu_description  # noqa: E402
-from analysis.runs.settings import block_preview, preview_settings  # noqa: E402
+from analysis.runs.settings import block_preview, preview_layers, preview_settings  # noqa: E402
 from analysis.storage.memory import EngineMemory  # noqa: E402
 
 
@@ -103,19 +103,29 @@ def preview_delays(states, basis, k: int, device: torch.device, trials: int = 2)
     sweep(exact, memory=memory, for_previews=first)
     print(f"moves after the exact curve of k = {k}, CCR-1 (preview, then the exact sweep after it, against the exact "
           f"sweep alone; each the best of {trials} runs)")
+    n_layers, n_tokens = states.shape[:2]
     for share, c in MOVES:
         moved = PGASettings(ks=(round(share * k),), ccrs=(c,))
         alone = min(seconds(partial(sweep, moved, memory=memory.copy(PCAS)), device) for _ in range(trials))
-        ahead, own = preview_settings(moved), block_preview(moved)
-        # the preview made ahead (the app's order after a look); where it differs, also the page's own (no look)
+        ahead = preview_settings(moved)
+        # the preview made ahead (the app's order after a look, the exact sweep after it); where it differs, also the
+        # page's own (no look): the exact run at a few layers and the exact run of the others after it, or on blocks
+        kinds = [(f"k = {moved.ks[0]:3}, CCR-{c}: ", partial(sweep, ahead), partial(sweep, moved))]
+        few = preview_layers(moved, n_tokens, n_layers, n_layers // 2)
+        if few is not None:
+            rest = [layer for layer in range(n_layers) if layer not in few]
+            kinds.append((f"    the page's own, exact at {len(few)} layers: ", partial(sweep, moved, layers=few),
+                          partial(sweep, moved, layers=rest)))
+        elif block_preview(moved) != ahead:
+            kinds.append(("    the page's own, on blocks: ", partial(sweep, block_preview(moved)),
+                          partial(sweep, moved)))
         left_by = []
-        for label, previewed in [(f"k = {moved.ks[0]:3}, CCR-{c}: ", ahead)] + (
-                [("    the page's own, on blocks: ", own)] if own != ahead else []):
+        for label, previewed, exact_after in kinds:
             runs = []
             for _ in range(trials):
                 trial = memory.copy()
-                preview = seconds(lambda s=previewed, m=trial: sweep(s, memory=m), device)
-                after = seconds(lambda s=moved, m=trial: sweep(s, memory=m, for_previews=first), device)
+                preview = seconds(partial(previewed, memory=trial, for_previews=first), device)
+                after = seconds(partial(exact_after, memory=trial, for_previews=first), device)
                 runs.append((preview + after, preview, after, trial))
             both, preview, after, left = min(runs, key=lambda run: run[0])
             print(f"  {label}preview {preview:.2f} s + exact after it {after:.2f} s = {both:.2f} s, exact alone "

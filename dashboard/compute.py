@@ -16,6 +16,7 @@ import gc
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import streamlit as st
 import torch
@@ -52,6 +53,7 @@ from analysis.runs.settings import (
     block_preview,
     needs_preview,
     pga_settings,
+    preview_layers,
     preview_settings,
 )
 from analysis.storage.cache import Entry, on_recomputed
@@ -290,14 +292,15 @@ def stored_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
                               compute=view.compute, states=states(view, loaded), stored_only=True)
 
 
-def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
-                ccrs: tuple[int, ...] | None = None) -> PGARun:
+def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
+                shown_layer: int | None = None) -> PGARun:
     """The preview made ahead (``preview_settings``) when every layer of it is remembered; else the quickest one,
-    made now (``block_preview``: up to k = 16 a preview made ahead scores the exact sweep's first draws on every pair,
-    which the exact run then need not score, but made while the visitor waits it came 0.3-0.5 s later than one on
-    128-token blocks, and the exact curve no sooner, BENCHMARKS.md). Where a preview would not pay (a GPU, k = 1:
-    :func:`needs_preview`) the exact run itself. At the policy's first priority: other work steps aside at its next
-    pause point."""
+    made now: where the page shows ``shown_layer`` beside the curve and ranking is most of the work (k <= 16,
+    N <= 512), the exact run itself at a few layers and that one (``preview_layers``: the exact run then computes
+    only the others), else ``block_preview``. (Up to k = 16 a preview made ahead scores the exact sweep's first draws
+    on every pair, which the exact run then need not score, but made while the visitor waits it came 0.3-0.5 s later
+    than one on 128-token blocks, BENCHMARKS.md.) Where a preview would not pay (a GPU, k = 1: :func:`needs_preview`)
+    the exact run itself. At the policy's first priority: other work steps aside at its next pause point."""
     if not needs_preview(view.device, k):
         return pga(view, loaded, k, ccrs)
     exact, held = _settings(loaded, view, k, ccrs), states(view, loaded)
@@ -307,6 +310,8 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
                                   stored_only=True)
         if made is not None:
             return made
+    n_entries, n_tokens = held.value.states.shape[:2]
+    layers = None if shown_layer is None else preview_layers(exact, n_tokens, n_entries, shown_layer)
 
     @contextlib.contextmanager
     def slot():
@@ -314,8 +319,12 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
             yield pause
 
     with st.spinner("Preview ..."):
-        return analyses.model_pga(loaded, corpus(view), view.sampling, own, compute=view.compute, states=held,
-                                  slot=slot)
+        if layers is None:
+            return analyses.model_pga(loaded, corpus(view), view.sampling, own, compute=view.compute, states=held,
+                                      slot=slot)
+        run = analyses.model_pga(loaded, corpus(view), view.sampling, exact, layers, compute=view.compute,
+                                 states=held, slot=slot)
+    return replace(run, preview=True, of_layers=n_entries)
 
 
 def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,

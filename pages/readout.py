@@ -26,22 +26,25 @@ overlay = controls[2].multiselect("Overlay CCR depths", OVERLAY_CCRS, default=[]
 asked_for = [(k, (ccr,))] + ([(k, tuple(sorted(overlay)))] if overlay else [])
 first = st.empty()  # replaces the previous setting's chart at once, until this one's is drawn
 first.info(f"Computing k = {k}, CCR-{ccr} ...", icon=":material/hourglass:")
+status = st.container()  # what the background has ready, under the curve it will replace
+below = st.container() if overlay else None  # the overlay's chart
+layer = layer_slider(n_entries)  # first: a preview that is the exact run at a few layers includes it
 with compute.friendly_errors():  # the exact runs when stored, else previews drawn now (the exact ones follow)
-    runs = [compute.stored_pga(view, loaded, *wanted) or compute.preview_pga(view, loaded, *wanted)
+    runs = [compute.stored_pga(view, loaded, *wanted) or compute.preview_pga(view, loaded, *wanted, layer)
             for wanted in asked_for]
 run = runs[0]
 with first.container():
     chart(run.z_figure(), run.table(), "z-by-layer",
           f"{run.describe()}. Error bars: 95 % bootstrap interval over the null draws. "
           + provenance(run.provenance, "Hidden states"))
-status = st.container()  # what the background has ready, under the curve it will replace
 
 if overlay:
     several = runs[1]
-    chart(several.z_figure(title=f"z at several CCR depths (k = {k})"), several.table(), "z-ccr-overlay",
-          "Removing more components unmasks alignment hidden by a few dominant directions. " + several.describe(k))
+    with below:
+        chart(several.z_figure(title=f"z at several CCR depths (k = {k})"), several.table(), "z-ccr-overlay",
+              "Removing more components unmasks alignment hidden by a few dominant directions. "
+              + several.describe(k))
 
-layer = layer_slider(n_entries)
 chosen = run.layer(layer)
 chart(run.null_figure(layer), run.null_table(layer), "null-distribution",
       f"Layer {layer}: rho_readout = {chosen.rho_readout:.4f}, null mean {chosen.null_mean:.4f}, "

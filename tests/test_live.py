@@ -19,6 +19,7 @@ from analysis.geometry.pga import _preview_projection, _project, layer_pcas, nul
 from analysis.geometry.ranks import ranked_reference
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
+from analysis.models.tiny import save_tiny_model
 from analysis.runs import analyses, pipeline
 from analysis.runs.settings import (
     Compute,
@@ -29,12 +30,13 @@ from analysis.runs.settings import (
     k_grid,
     nearby,
     pga_settings,
+    preview_layers,
     preview_settings,
 )
 from analysis.storage.cache import ResultCache
 from analysis.storage.memory import EngineMemory, ModestMemory, default_limit_mb
 from dashboard.admission import Admission, Priority
-from tests.test_app import run_page, settled, shown, z_values
+from tests.test_app import decode, run_page, settled, shown, z_values
 
 CPU = Compute(device="cpu")
 
@@ -1013,26 +1015,67 @@ def test_the_page_previews_every_setting_along_both_sliders_in_memory(tiny_model
         assert run.preview and len(run.results) == states.value.n_layers
 
 
-def test_the_page_draws_a_preview_made_ahead_else_makes_the_quickest_one_on_blocks(tiny_models):
+def test_a_page_previews_at_a_few_exact_layers_where_ranking_is_most_of_the_work():
+    """Up to k = 16 and N = 512: the first, the last, every sixth of the way and the layer shown; else blocks."""
+    small = pga_settings(576, (8,))
+    assert preview_layers(small, 512, 31, 15) == [0, 5, 10, 15, 20, 25, 30]
+    assert preview_layers(small, 512, 31, 7) == [0, 5, 7, 10, 15, 20, 25, 30]
+    assert preview_layers(small, 256, 25, -1) == [0, 4, 8, 12, 16, 20, 24]
+    assert preview_layers(small, 512, 17, 8) == [0, 3, 6, 8, 9, 12, 15, 16]
+    assert preview_layers(pga_settings(576, (16,)), 129, 15, 0) == [0, 3, 6, 9, 12, 14]
+    assert preview_layers(pga_settings(576, (32,)), 512, 31, 15) is None  # above k = 16
+    assert preview_layers(pga_settings(576, (8, 32)), 512, 31, 15) is None
+    assert preview_layers(small, 513, 31, 15) is None  # the pairs inside blocks: less than a quarter of all pairs
+    assert preview_layers(small, 512, 13, 6) is None  # seven layers of 13: the exact run nearly
+
+
+@pytest.fixture(scope="module")
+def deep_model(tokenizer, tmp_path_factory):
+    """A random GPT-NeoX of d = 32 and 16 blocks: 17 entries, enough for a preview at a few of them."""
+    return save_tiny_model(tmp_path_factory.mktemp("deep") / "model", "gpt_neox", tokenizer, n_layers=16)
+
+
+def test_the_page_draws_a_preview_made_ahead_else_the_exact_run_at_a_few_layers_else_on_blocks(tiny_models,
+                                                                                                deep_model,
+                                                                                                monkeypatch):
     """Up to k = 16 a preview made ahead scores the exact sweep's first draws on every pair (the exact run continues
-    it); the page draws that one when it is remembered, else makes the quickest itself, on 128-token blocks."""
+    it); the page draws that one when it is remembered. Else it makes the quickest itself: the exact run at a few
+    layers and the one it shows (stored: the exact run then computes only the others), or, on a model of few layers,
+    on 128-token blocks."""
     from dashboard import compute
 
-    model = tiny_models[("gpt_neox", False)]
-
-    def page_caption(k: int, seed: int) -> str:
-        app = run_page("pages/readout.py", settle=False, model=model, n_tokens=256, k=k, ccr=2, seed=seed)
+    def page(model, k: int, seed: int, **query):
+        app = run_page("pages/readout.py", settle=False, model=model, n_tokens=256, k=k, ccr=2, seed=seed, **query)
+        tasks = [task.group for task in app.session_state["background"].tasks]
         app.session_state["background"].replace([])
         assert not app.exception and "Preview" in app.get("plotly_chart")[0].proto.spec
-        return " ".join(shown(c.value) for c in app.caption)
+        assert "Exact curve" in tasks
+        return app, " ".join(shown(c.value) for c in app.caption)
 
-    assert "16,256 pairs inside blocks of 128 tokens, 30 null draws" in page_caption(4, 21)  # nothing made ahead
+    model = tiny_models[("gpt_neox", False)]
+    assert "16,256 pairs inside blocks of 128 tokens, 30 null draws" in page(model, 4, 21)[1]  # 4 layers
     view = compute.ViewState(model=str(model), n_tokens=256, seed=22)
     loaded = analyses.open_model(view.choice, CPU)
     states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
     analyses.model_pga(loaded, builtin_corpus(), view.sampling, preview_settings(pga_settings(32, (8,), (2,), seed=22)),
                        compute=CPU, states=states)  # as the previews ahead make it
-    assert "Preview on 32,640 pairs, 30 null draws" in page_caption(8, 22)
+    assert "Preview on 32,640 pairs, 30 null draws" in page(model, 8, 22)[1]
+
+    app, caption = page(deep_model, 4, 23, layer=4)
+    assert "Preview on 32,640 pairs at 8 of 17 layers (exact there; the others follow)" in caption
+    assert "Layer 4: rho_readout" in caption
+    z = json.loads(app.get("plotly_chart")[0].proto.spec)["data"][0]
+    assert decode(z["x"]) == [0, 3, 4, 6, 9, 12, 15, 16]
+    view = compute.ViewState(model=str(deep_model), n_tokens=256, seed=23)
+    loaded = analyses.open_model(view.choice, CPU)
+    states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
+    exact = pga_settings(32, (4,), (2,), seed=23)
+    computed = []
+    sweep = pipeline.pga_sweep
+    monkeypatch.setattr(pipeline, "pga_sweep", lambda *a, **kw: computed.extend(a[3]) or sweep(*a, **kw))
+    run = analyses.model_pga(loaded, builtin_corpus(), view.sampling, exact, compute=CPU, states=states)
+    assert computed == [1, 2, 5, 7, 8, 10, 11, 13, 14]  # the exact run: only the layers the preview left
+    assert [r.z for r in run.at()][4] == pytest.approx(decode(z["y"])[2])
 
 
 def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_exactly_in_the_previews_place(

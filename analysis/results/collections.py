@@ -53,6 +53,7 @@ class PGARun:
     dtype: str | None = None
     provenance: dict | None = field(default=None, compare=False)
     preview: bool = False  # computed on less work (``preview_settings``); the exact run replaces it
+    of_layers: int | None = None  # a preview that is the exact run at some layers: how many the states have
 
     @property
     def n_tokens(self) -> int:
@@ -65,6 +66,9 @@ class PGARun:
     @property
     def preview_work(self) -> str:
         """What a preview was computed on, in words."""
+        if self.of_layers is not None:
+            computed = len(self.at())
+            return f"{self.n_pairs:,} pairs at {computed} of {self.of_layers} layers (exact there; the others follow)"
         return preview_words(self.settings.spec, f"{self.n_pairs:,} pairs")
 
     def at(self, k: int | None = None, ccr: int | None = None) -> list[LayerPGA]:

@@ -107,7 +107,8 @@ def preview_settings(settings: PGASettings) -> PGASettings:
     it by 11-20 % on 2 AVX2 cores. The exact sweep's first subspaces on every pair are not done again after it: the
     preview comes later (0.46-0.60 s against 0.20-0.30 s for 31 layers), the exact curve sooner (the preview now
     delays it by 5-10 %), and the preview is nearer it (BENCHMARKS.md). The previews made ahead of a move and the
-    series' use it; a preview the page makes while the visitor waits is :func:`block_preview`."""
+    series' use it; a preview the page makes while the visitor waits is the exact run at a few layers
+    (:func:`preview_layers`) or :func:`block_preview`."""
     small = max(settings.ks) <= EVERY_PAIR_PREVIEW_TO_K
     return first_draws_preview(settings) if small else block_preview(settings)
 
@@ -121,6 +122,25 @@ def block_preview(settings: PGASettings) -> PGASettings:
     Measured against the exact curve in BENCHMARKS.md; rejected there: fewer tokens (z depends on them),
     the pairs inside blocks of 64 tokens with all 100 draws (three times the work for the same agreement)."""
     return replace(first_draws_preview(settings), pair_blocks=PREVIEW_BLOCK)
+
+
+EXACT_LAYERS_PREVIEW_TO_N = 4 * PREVIEW_BLOCK  # up to here the pairs inside blocks are a quarter of all pairs or more
+PREVIEW_LAYER_STEPS = 6  # the layers of such a preview: the first, the last and every sixth of the way between
+
+
+def preview_layers(settings: PGASettings, n_tokens: int, n_entries: int, shown: int) -> list[int] | None:
+    """The layers at which a page's own preview is the exact run itself, which then computes only the others; None
+    where :func:`block_preview` serves better. Up to k = 16 and N = 512 the pairs inside blocks are a quarter of all
+    pairs or more and ranking them is most of the work: a preview on them, which the exact run cannot use, delayed it
+    by 14-32 % on 2 AVX2 cores (7-8 % at N = 1024), where the exact run at seven layers takes about as long (0.1-0.3 s
+    at N = 256-512) and is not done again (BENCHMARKS.md). The layers: every ``(n_entries - 1) / 6``-th from the
+    embeddings, the last, and ``shown`` (the one the page shows beside the curve); None where they would be more than
+    half of the ``n_entries`` (a model of few layers: its exact run would keep the first chart waiting)."""
+    if max(settings.ks) > EVERY_PAIR_PREVIEW_TO_K or n_tokens > EXACT_LAYERS_PREVIEW_TO_N:
+        return None
+    step = max(1, -(-(n_entries - 1) // PREVIEW_LAYER_STEPS))
+    layers = sorted({*range(0, n_entries, step), n_entries - 1, shown % n_entries})
+    return layers if 2 * len(layers) <= n_entries else None
 
 
 def first_draws_preview(settings: PGASettings) -> PGASettings:
