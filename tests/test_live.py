@@ -31,6 +31,7 @@ from analysis.runs.settings import (
     nearby,
     pga_settings,
     preview_layers,
+    preview_order,
     preview_settings,
 )
 from analysis.storage.cache import ResultCache
@@ -1027,6 +1028,9 @@ def test_a_page_previews_at_a_few_exact_layers_where_ranking_is_most_of_the_work
     assert preview_layers(pga_settings(576, (8, 32)), 512, 31, 15) is None
     assert preview_layers(small, 513, 31, 15) is None  # the pairs inside blocks: less than a quarter of all pairs
     assert preview_layers(small, 512, 13, 6) is None  # seven layers of 13: the exact run nearly
+    order = preview_order(31, 7)  # on blocks: those first, then each time the layer farthest from the ones before
+    assert order[:13] == [0, 5, 7, 10, 15, 20, 25, 30, 2, 12, 17, 22, 27] and sorted(order) == list(range(31))
+    assert preview_order(4, 1) == [0, 1, 2, 3]
 
 
 @pytest.fixture(scope="module")
@@ -1062,7 +1066,7 @@ def test_the_page_draws_a_preview_made_ahead_else_the_exact_run_at_a_few_layers_
     assert "Preview on 32,640 pairs, 30 null draws" in page(model, 8, 22)[1]
 
     app, caption = page(deep_model, 4, 23, layer=4)
-    assert "Preview on 32,640 pairs at 8 of 17 layers (exact there; the others follow)" in caption
+    assert "Preview on 32,640 pairs (exact), at 8 of 17 layers (the others follow)" in caption
     assert "Layer 4: rho_readout" in caption
     z = json.loads(app.get("plotly_chart")[0].proto.spec)["data"][0]
     assert decode(z["x"]) == [0, 3, 4, 6, 9, 12, 15, 16]
@@ -1076,6 +1080,29 @@ def test_the_page_draws_a_preview_made_ahead_else_the_exact_run_at_a_few_layers_
     run = analyses.model_pga(loaded, builtin_corpus(), view.sampling, exact, compute=CPU, states=states)
     assert computed == [1, 2, 5, 7, 8, 10, 11, 13, 14]  # the exact run: only the layers the preview left
     assert [r.z for r in run.at()][4] == pytest.approx(decode(z["y"])[2])
+
+
+def test_above_n_512_the_page_previews_on_blocks_a_few_layers_first_then_more_while_it_is_quick(deep_model,
+                                                                                                  monkeypatch):
+    """Where the exact run at a few layers would not pay, the page's own preview is on blocks: at the few layers
+    first, then at more while it has taken less than ``PREVIEW_SECONDS`` (a jump to a wide k: its first chart in
+    about a second, not after every layer's projections)."""
+    from dashboard import compute
+
+    def page(seed: int):
+        app = run_page("pages/readout.py", settle=False, model=deep_model, n_tokens=1024, k=8, ccr=2, seed=seed,
+                       layer=5)
+        app.session_state["background"].replace([])
+        assert not app.exception and "Preview" in app.get("plotly_chart")[0].proto.spec
+        layers = decode(json.loads(app.get("plotly_chart")[0].proto.spec)["data"][0]["x"])
+        return layers, " ".join(shown(c.value) for c in app.caption)
+
+    layers, caption = page(24)  # a tiny model: every layer within the time
+    assert layers == list(range(17)) and "inside blocks of 128 tokens, 30 null draws, k = 8" in caption
+    monkeypatch.setattr(compute, "PREVIEW_SECONDS", -1.0)  # no time for more than the few layers
+    layers, caption = page(25)
+    assert layers == [0, 3, 5, 6, 9, 12, 15, 16]
+    assert "inside blocks of 128 tokens, 30 null draws, at 8 of 17 layers (the others follow)" in caption
 
 
 def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_exactly_in_the_previews_place(

@@ -53,7 +53,7 @@ class PGARun:
     dtype: str | None = None
     provenance: dict | None = field(default=None, compare=False)
     preview: bool = False  # computed on less work (``preview_settings``); the exact run replaces it
-    of_layers: int | None = None  # a preview that is the exact run at some layers: how many the states have
+    of_layers: int | None = None  # a preview of some of the layers: how many the states have
 
     @property
     def n_tokens(self) -> int:
@@ -66,10 +66,11 @@ class PGARun:
     @property
     def preview_work(self) -> str:
         """What a preview was computed on, in words."""
+        pairs = f"{self.n_pairs:,} pairs"
+        words = preview_words(self.settings.spec, pairs) if self.settings.preview else f"{pairs} (exact)"
         if self.of_layers is not None:
-            computed = len(self.at())
-            return f"{self.n_pairs:,} pairs at {computed} of {self.of_layers} layers (exact there; the others follow)"
-        return preview_words(self.settings.spec, f"{self.n_pairs:,} pairs")
+            words += f", at {len(self.at())} of {self.of_layers} layers (the others follow)"
+        return words
 
     def at(self, k: int | None = None, ccr: int | None = None) -> list[LayerPGA]:
         """The per-layer results at one (k, CCR depth); the first of each by default."""

@@ -123,10 +123,10 @@ def model_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings:
               layers: list[int] | None = None, compute: Compute = DEFAULT_COMPUTE, progress: Progress | None = None,
               cache: ResultCache | None = None, states: Entry | None = None, stored_only: bool = False,
               slot: Callable[[], AbstractContextManager] = nullcontext,
-              memory: EngineMemory | None = None) -> PGARun | None:
+              memory: EngineMemory | None = None, until: float | None = None) -> PGARun | None:
     """Subspace PGA of every chosen layer (all by default) at every (k, CCR) of ``settings`` (default:
     ``pga_settings(d)`` with the sampling's seed); each (layer, k, CCR) cached on its own. ``states``:
-    the hidden-states entry when the caller already holds it; ``stored_only``, ``slot``, ``memory``: see
+    the hidden-states entry when the caller already holds it; ``stored_only``, ``slot``, ``memory``, ``until``: see
     :func:`cached_pga` (None when ``stored_only`` and anything is missing)."""
     cache = cache or default_cache()
     settings = settings or pga_settings(loaded.anatomy.d_model, seed=sampling.seed)
@@ -135,7 +135,7 @@ def model_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings:
     layers = list(range(hidden.n_layers)) if layers is None else list(layers)
     results = cached_pga(hidden, entry.provenance["spec"], model_readout(loaded, cache, memory), loaded.spec,
                          settings, layers, compute.device, progress, cache, stored_only, slot, memory,
-                         preview_subspaces(settings, compute.device) if compute.previews else 0)
+                         preview_subspaces(settings, compute.device) if compute.previews else 0, until)
     if results is None:
         return None
     return PGARun(tuple(results), settings, loaded.ref.label, loaded.ref.identity, loaded.spec["dtype"],

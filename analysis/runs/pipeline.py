@@ -11,6 +11,7 @@ settings. PGA results are cached per (layer, k, CCR depth): moving a slider comp
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
@@ -81,26 +82,30 @@ def holds_readout(model: dict, cache: ResultCache) -> bool:
 
 def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: ReadoutBasis, settings: PGASettings,
              layers: list[int], device: str, progress: Progress | None,
-             slot: Callable[[], AbstractContextManager], memory: EngineMemory, states_key: str) -> list[LayerPGA]:
+             slot: Callable[[], AbstractContextManager], memory: EngineMemory, states_key: str,
+             until: float | None = None) -> list[LayerPGA]:
     """A preview of ``layers``, in :func:`cached_pga`'s order: the layers remembered in memory (a background
-    task previews the next moves) and every other layer inside one ``slot``, each remembered as soon as it is done
-    (a move to the setting a stopped preview ahead had started finds its finished layers). Remembered, never
-    stored on disk: the exact run replaces it."""
+    task previews the next moves) and every other layer inside one ``slot``, in the order given, each remembered as
+    soon as it is done (a move to the setting a stopped preview ahead had started finds its finished layers).
+    ``until``: a ``time.monotonic()`` past which no layer is started; the layers not done are left out. Remembered,
+    never stored on disk: the exact run replaces it."""
     keys = _preview_keys(spec, settings, layers)
     remembered = {w: memory.get("preview", key) for w, key in keys.items()}
     found = {w: result for w, result in remembered.items() if result is not None}
-    missing = sorted({layer for layer, k, c in keys if (layer, k, c) not in found})
+    missing = list(dict.fromkeys(layer for layer, k, c in keys if (layer, k, c) not in found))
     if missing:
         report(progress, "Preview", 0, 1)
         with slot() as pause:
             for number, layer in enumerate(missing):
+                if until is not None and time.monotonic() > until:
+                    break
                 if number and pause is not None:
                     pause()
                 for r in pga_sweep(states, basis, settings, [layer], device, pause=pause, memory=memory,
                                    states_key=states_key):
                     found[r.layer, r.k, r.ccr] = memory.put("preview", keys[r.layer, r.k, r.ccr], r)
         report(progress, "Preview", 1, 1)
-    return [found[w] for w in keys]
+    return [found[w] for w in keys if w in found]
 
 
 def _preview_keys(spec: Callable[[int, int, int], dict], settings: PGASettings, layers: list[int]) -> dict[tuple, str]:
@@ -186,7 +191,8 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
                settings: PGASettings, layers: list[int], device: str = "auto",
                progress: Progress | None = None, cache: ResultCache | None = None, stored_only: bool = False,
                slot: Callable[[], AbstractContextManager] = nullcontext,
-               memory: EngineMemory | None = None, for_previews: int = 0) -> list[LayerPGA] | None:
+               memory: EngineMemory | None = None, for_previews: int = 0,
+               until: float | None = None) -> list[LayerPGA] | None:
     """PGA for ``layers`` x ``settings.ks`` x ``settings.ccrs``, each (layer, k, ccr) cached on its own.
 
     ``stored_only``: return None instead of computing when anything is missing (a preview: when anything is not
@@ -195,8 +201,8 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     not None, is the ``pause`` handed to :func:`pga_sweep`. A layer's results are stored as soon as it is
     done, so work that is stopped keeps every finished layer.
     Preview settings (``settings.preview``): see :func:`_preview` (a second or two; remembered in memory, never
-    stored on disk). ``memory``: the engine's (PCAs, bases, previews; default: the process's). ``for_previews``: see
-    :func:`pga_sweep`."""
+    stored on disk; ``until``: as there, the layers previewed by then). ``memory``: the engine's (PCAs, bases,
+    previews; default: the process's). ``for_previews``: see :func:`pga_sweep`."""
     cache, memory = cache or default_cache(), memory or default_memory()
     array = states.states if isinstance(states, HiddenStates) else states
     check_layers(layers, len(array))
@@ -208,7 +214,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
         if stored_only:
             return _remembered_preview(spec, settings, layers, memory)
         ready_pcas(array, states_spec, settings, layers, device, cache, slot=slot, memory=memory)
-        return _preview(array, spec, basis, settings, layers, device, progress, slot, memory, states_key)
+        return _preview(array, spec, basis, settings, layers, device, progress, slot, memory, states_key, until)
 
     found: dict[tuple, LayerPGA] = {}
     computed = False

@@ -125,7 +125,27 @@ def block_preview(settings: PGASettings) -> PGASettings:
 
 
 EXACT_LAYERS_PREVIEW_TO_N = 4 * PREVIEW_BLOCK  # up to here the pairs inside blocks are a quarter of all pairs or more
-PREVIEW_LAYER_STEPS = 6  # the layers of such a preview: the first, the last and every sixth of the way between
+PREVIEW_LAYER_STEPS = 6  # a page's own preview starts with the first, the last and every sixth of the way between
+PREVIEW_SECONDS = 0.75  # then, on blocks, adds layers while it has taken less than this
+
+
+def spread_layers(n_entries: int, shown: int) -> list[int]:
+    """The layers a page's own preview computes first: every ``(n_entries - 1) / 6``-th from the embeddings, the
+    last, and ``shown`` (the one the page shows beside the curve); seven or eight, or all of a model of few."""
+    step = max(1, -(-(n_entries - 1) // PREVIEW_LAYER_STEPS))
+    return sorted({*range(0, n_entries, step), n_entries - 1, shown % n_entries})
+
+
+def preview_order(n_entries: int, shown: int) -> list[int]:
+    """Every layer, in the order a page's own preview computes them: :func:`spread_layers`, then each time the layer
+    farthest from those before it (the lowest of equals), so that the layers done by any time are spread out."""
+    order = spread_layers(n_entries, shown)
+    rest = set(range(n_entries)) - set(order)
+    while rest:
+        farthest = max(sorted(rest), key=lambda layer: min(abs(layer - done) for done in order))
+        order.append(farthest)
+        rest.remove(farthest)
+    return order
 
 
 def preview_layers(settings: PGASettings, n_tokens: int, n_entries: int, shown: int) -> list[int] | None:
@@ -133,13 +153,11 @@ def preview_layers(settings: PGASettings, n_tokens: int, n_entries: int, shown: 
     where :func:`block_preview` serves better. Up to k = 16 and N = 512 the pairs inside blocks are a quarter of all
     pairs or more and ranking them is most of the work: a preview on them, which the exact run cannot use, delayed it
     by 14-32 % on 2 AVX2 cores (7-8 % at N = 1024), where the exact run at seven layers takes about as long (0.1-0.3 s
-    at N = 256-512) and is not done again (BENCHMARKS.md). The layers: every ``(n_entries - 1) / 6``-th from the
-    embeddings, the last, and ``shown`` (the one the page shows beside the curve); None where they would be more than
-    half of the ``n_entries`` (a model of few layers: its exact run would keep the first chart waiting)."""
+    at N = 256-512) and is not done again (BENCHMARKS.md). The layers: :func:`spread_layers`; None where they would be
+    more than half of the ``n_entries`` (a model of few layers: its exact run would keep the first chart waiting)."""
     if max(settings.ks) > EVERY_PAIR_PREVIEW_TO_K or n_tokens > EXACT_LAYERS_PREVIEW_TO_N:
         return None
-    step = max(1, -(-(n_entries - 1) // PREVIEW_LAYER_STEPS))
-    layers = sorted({*range(0, n_entries, step), n_entries - 1, shown % n_entries})
+    layers = spread_layers(n_entries, shown)
     return layers if 2 * len(layers) <= n_entries else None
 
 
