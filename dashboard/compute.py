@@ -50,6 +50,7 @@ from analysis.runs import analyses
 from analysis.runs.series import free_memory, stored_series
 from analysis.runs.settings import (
     DEFAULT_CCR,
+    PREVIEW_FIRST_LAYERS,
     PREVIEW_SECONDS,
     ModelChoice,
     block_preview,
@@ -58,7 +59,6 @@ from analysis.runs.settings import (
     preview_layers,
     preview_order,
     preview_settings,
-    spread_layers,
 )
 from analysis.storage.cache import Entry, on_recomputed
 from analysis.storage.memory import ModestMemory, default_memory
@@ -299,15 +299,15 @@ def stored_pga(view: ViewState, loaded: LoadedModel, k: int | None = None,
 def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
                 shown_layer: int | None = None) -> PGARun:
     """The preview made ahead (``preview_settings``) when every layer of it is remembered; else the quickest one,
-    made now. Where the page shows ``shown_layer`` beside the curve, a few layers first (``spread_layers``, with that
-    one): up to k = 16 and N = 512, where ranking is most of the work, the exact run itself at those layers (it then
-    computes only the others, ``preview_layers``); else ``block_preview`` at those, then at more layers while the
-    preview has taken less than ``PREVIEW_SECONDS`` (a jump to a wide k drew nothing for 2-5 s on 2 cores while every
-    layer's preview projected). Without ``shown_layer``, ``block_preview`` at every layer. (Up to k = 16 a preview made
-    ahead scores the exact sweep's first draws on every pair, which the exact run then need not score, but made while
-    the visitor waits it came 0.3-0.5 s later than one on 128-token blocks, BENCHMARKS.md.) Where a preview would not
-    pay (a GPU, k = 1: :func:`needs_preview`) the exact run itself. At the policy's first priority: other work steps
-    aside at its next pause point."""
+    made now. Where the page shows ``shown_layer`` beside the curve: up to k = 16 and N = 512, where ranking is most of
+    the work, the exact run itself at a few layers and that one (``preview_layers``: it then computes only the
+    others); else ``block_preview`` at ``PREVIEW_FIRST_LAYERS`` layers of ``preview_order`` (with that one), then at
+    more while the preview has taken less than ``PREVIEW_SECONDS`` (a jump to a wide k drew nothing for 2-5 s on
+    2 cores while every layer's preview projected). Without ``shown_layer``, ``block_preview`` at every layer. (Up to
+    k = 16 a preview made ahead scores the exact sweep's first draws on every pair, which the exact run then need not
+    score, but made while the visitor waits it came 0.3-0.5 s later than one on 128-token blocks, BENCHMARKS.md.)
+    Where a preview would not pay (a GPU, k = 1: :func:`needs_preview`) the exact run itself. At the policy's first
+    priority: other work steps aside at its next pause point."""
     if not needs_preview(view.device, k):
         return pga(view, loaded, k, ccrs)
     exact, held = _settings(loaded, view, k, ccrs), states(view, loaded)
@@ -335,11 +335,11 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs
         if exact_layers is not None:
             return replace(run(exact, exact_layers), preview=True, of_layers=n_entries)
         started, order = time.monotonic(), preview_order(n_entries, shown_layer)
-        first = len(spread_layers(n_entries, shown_layer))
-        spread = run(own, order[:first])
-        more = run(own, order[first:], started + PREVIEW_SECONDS).results if first < n_entries else ()
-    done = sorted(spread.results + more, key=lambda result: result.layer)  # stable: each layer's k and CCR in order
-    return replace(spread, results=tuple(done),
+        first = run(own, order[:PREVIEW_FIRST_LAYERS])
+        more = order[PREVIEW_FIRST_LAYERS:]
+        more = run(own, more, started + PREVIEW_SECONDS).results if more else ()
+    done = sorted(first.results + more, key=lambda result: result.layer)  # stable: each layer's k and CCR in order
+    return replace(first, results=tuple(done),
                    of_layers=n_entries if len({result.layer for result in done}) < n_entries else None)
 
 

@@ -1028,9 +1028,9 @@ def test_a_page_previews_at_a_few_exact_layers_where_ranking_is_most_of_the_work
     assert preview_layers(pga_settings(576, (8, 32)), 512, 31, 15) is None
     assert preview_layers(small, 513, 31, 15) is None  # the pairs inside blocks: less than a quarter of all pairs
     assert preview_layers(small, 512, 13, 6) is None  # seven layers of 13: the exact run nearly
-    order = preview_order(31, 7)  # on blocks: those first, then each time the layer farthest from the ones before
-    assert order[:13] == [0, 5, 7, 10, 15, 20, 25, 30, 2, 12, 17, 22, 27] and sorted(order) == list(range(31))
-    assert preview_order(4, 1) == [0, 1, 2, 3]
+    order = preview_order(31, 7)  # on blocks: the ends and the shown layer, then the one farthest from those before
+    assert order[:7] == [0, 30, 7, 18, 24, 12, 3] and sorted(order) == list(range(31))
+    assert preview_order(4, 1) == [0, 3, 1, 2] and preview_order(3, -1) == [0, 2, 1]
 
 
 @pytest.fixture(scope="module")
@@ -1101,8 +1101,8 @@ def test_above_n_512_the_page_previews_on_blocks_a_few_layers_first_then_more_wh
     assert layers == list(range(17)) and "inside blocks of 128 tokens, 30 null draws, k = 8" in caption
     monkeypatch.setattr(compute, "PREVIEW_SECONDS", -1.0)  # no time for more than the few layers
     layers, caption = page(25)
-    assert layers == [0, 3, 5, 6, 9, 12, 15, 16]
-    assert "inside blocks of 128 tokens, 30 null draws, at 8 of 17 layers (the others follow)" in caption
+    assert layers == [0, 5, 10, 13, 16]
+    assert "inside blocks of 128 tokens, 30 null draws, at 5 of 17 layers (the others follow)" in caption
 
 
 def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_exactly_in_the_previews_place(

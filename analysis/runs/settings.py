@@ -125,21 +125,23 @@ def block_preview(settings: PGASettings) -> PGASettings:
 
 
 EXACT_LAYERS_PREVIEW_TO_N = 4 * PREVIEW_BLOCK  # up to here the pairs inside blocks are a quarter of all pairs or more
-PREVIEW_LAYER_STEPS = 6  # a page's own preview starts with the first, the last and every sixth of the way between
-PREVIEW_SECONDS = 0.75  # then, on blocks, adds layers while it has taken less than this
+PREVIEW_LAYER_STEPS = 6  # the exact run as a preview: at the first, the last and every sixth of the way between
+PREVIEW_FIRST_LAYERS = 5  # a preview on blocks: at this many layers first (:func:`preview_order`), then at more
+PREVIEW_SECONDS = 0.75  # while it has taken less than this
 
 
 def spread_layers(n_entries: int, shown: int) -> list[int]:
-    """The layers a page's own preview computes first: every ``(n_entries - 1) / 6``-th from the embeddings, the
-    last, and ``shown`` (the one the page shows beside the curve); seven or eight, or all of a model of few."""
+    """The layers where the exact run is a page's own preview: every ``(n_entries - 1) / 6``-th from the embeddings,
+    the last, and ``shown`` (the one the page shows beside the curve); seven or eight, or all of a model of few."""
     step = max(1, -(-(n_entries - 1) // PREVIEW_LAYER_STEPS))
     return sorted({*range(0, n_entries, step), n_entries - 1, shown % n_entries})
 
 
 def preview_order(n_entries: int, shown: int) -> list[int]:
-    """Every layer, in the order a page's own preview computes them: :func:`spread_layers`, then each time the layer
-    farthest from those before it (the lowest of equals), so that the layers done by any time are spread out."""
-    order = spread_layers(n_entries, shown)
+    """Every layer, in the order a page's own preview on blocks computes them: the first, the last, ``shown``, then
+    each time the layer farthest from those before it (the lowest of equals), so that the layers done by any time
+    are spread out."""
+    order = list(dict.fromkeys([0, n_entries - 1, shown % n_entries]))
     rest = set(range(n_entries)) - set(order)
     while rest:
         farthest = max(sorted(rest), key=lambda layer: min(abs(layer - done) for done in order))
