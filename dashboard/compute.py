@@ -335,9 +335,8 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs
         if exact_layers is not None:
             return replace(run(exact, exact_layers), preview=True, of_layers=n_entries)
         started, order = time.monotonic(), preview_order(n_entries, shown_layer)
-        first = run(own, order[:PREVIEW_FIRST_LAYERS])
-        more = order[PREVIEW_FIRST_LAYERS:]
-        more = run(own, more, started + PREVIEW_SECONDS).results if more else ()
+        first, rest = run(own, order[:PREVIEW_FIRST_LAYERS]), order[PREVIEW_FIRST_LAYERS:]
+        more = run(own, rest, started + PREVIEW_SECONDS).results if rest else ()
     done = sorted(first.results + more, key=lambda result: result.layer)  # stable: each layer's k and CCR in order
     return replace(first, results=tuple(done),
                    of_layers=n_entries if len({result.layer for result in done}) < n_entries else None)

@@ -28,7 +28,7 @@ first = st.empty()  # replaces the previous setting's chart at once, until this 
 first.info(f"Computing k = {k}, CCR-{ccr} ...", icon=":material/hourglass:")
 status = st.container()  # what the background has ready, under the curve it will replace
 below = st.container() if overlay else None  # the overlay's chart
-layer = layer_slider(n_entries)  # first: a preview that is the exact run at a few layers includes it
+layer = layer_slider(n_entries)  # before the runs: a preview the page makes at a few layers includes this one
 with compute.friendly_errors():  # the exact runs when stored, else previews drawn now (the exact ones follow)
     runs = [compute.stored_pga(view, loaded, *wanted) or compute.preview_pga(view, loaded, *wanted, layer)
             for wanted in asked_for]
