@@ -31,6 +31,11 @@ from dashboard.text import literal
 # again: about 0.07 core-s in the server and 0.075 in chromium a second on 2 cores (every half second made a move's
 # exact run 1.1-1.5x as long as the same sweep outside the app, BENCHMARKS.md).
 REFRESH_SECONDS = 1.0
+# While a result the page shows is computed, the first refresh comes this soon and waits in its run for it (below):
+# one refresh a second put the exact curve up to a second after it was done (0.5 s a move where the exact run after
+# a preview took half a second). The refreshes due while it waits are not run (Streamlit queues a fragment's timed
+# reruns behind its running one, and the page's rerun replaces them).
+FIRST_REFRESH_SECONDS = 0.2
 # While a result the page shows is computed, a refresh stays in its fragment run until the result is done (the page is
 # rerun at once) and looks this often for it and for a visitor's newer move (reading the session state is where
 # Streamlit stops a script run for a newer one); the line is redrawn once a refresh period, only when it changed.
@@ -213,10 +218,10 @@ class Background:
         return " · ".join(parts)
 
     def _showing(self) -> bool:  # the lock held
-        return any(task.shows and task.state == "running" for task in self.tasks)
+        return any(task.shows and not task.finished for task in self.tasks)
 
     def showing(self) -> bool:
-        """A task whose result the page shows runs (or waits for the cores)."""
+        """A task whose result the page shows is to run, runs, or waits for the cores."""
         with self.lock:
             return self._showing()
 
@@ -264,4 +269,5 @@ def show_status(background: Background) -> None:
         if text := background.line():
             line.caption(literal(text))
 
-    st.fragment(status, run_every=None if background.idle() else REFRESH_SECONDS)()
+    every = None if background.idle() else FIRST_REFRESH_SECONDS if background.showing() else REFRESH_SECONDS
+    st.fragment(status, run_every=every)()

@@ -318,17 +318,19 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs
         if made is not None:
             return made
     n_entries, n_tokens = held.value.states.shape[:2]
+    with contextlib.ExitStack() as holding, st.spinner("Preview ..."):
+        pauses = []
 
-    @contextlib.contextmanager
-    def slot():
-        with page_hold(Priority.PREVIEW, "a preview", loaded.ref.identity) as pause:
-            yield pause
+        @contextlib.contextmanager
+        def slot():  # the page's hold, taken at the first work and kept to the end: given back between layers, it
+            if not pauses:  # waited each time for the background's next pause point (0.3-0.5 s a move at d = 2048)
+                pauses.append(holding.enter_context(page_hold(Priority.PREVIEW, "a preview", loaded.ref.identity)))
+            yield pauses[0]
 
-    def run(settings: PGASettings, layers: list[int] | None = None, until: float | None = None) -> PGARun:
-        return analyses.model_pga(loaded, corpus(view), view.sampling, settings, layers, view.compute, states=held,
-                                  slot=slot, until=until)
+        def run(settings: PGASettings, layers: list[int] | None = None, until: float | None = None) -> PGARun:
+            return analyses.model_pga(loaded, corpus(view), view.sampling, settings, layers, view.compute,
+                                      states=held, slot=slot, until=until)
 
-    with st.spinner("Preview ..."):
         if shown_layer is None:
             return run(own)
         exact_layers = preview_layers(exact, n_tokens, n_entries, shown_layer)

@@ -1347,8 +1347,9 @@ class _Page:
 
 
 def test_the_status_refresh_reruns_the_page_once_its_result_is_done_and_stops_for_a_visitors_move(monkeypatch):
-    """A refresh while the exact curve runs stays in its run, redraws the changed line once a second, and reruns the
-    page as soon as the curve is done; a visitor's move ends it at the next look (it is not held to the curve's end)."""
+    """While the exact curve is to come the first refresh is soon; it stays in its run, redraws the changed line once
+    a second, and reruns the page as soon as the curve is done; a visitor's move ends it at the next look (it is not
+    held to the curve's end). Work the page does not show refreshes the line once a second."""
     from dashboard import background
     from dashboard.background import Background, Task
 
@@ -1365,7 +1366,7 @@ def test_the_status_refresh_reruns_the_page_once_its_result_is_done_and_stops_fo
     worker.replace([Task("k = 4, CCR-1", "Exact curve", Priority.NEXT, exact, "A", shows=True)])
     background.show_status(worker)  # the page run's own call draws the line and returns
     status, every = page.run_every
-    assert every == background.REFRESH_SECONDS and len(page.captions) == 1
+    assert every == background.FIRST_REFRESH_SECONDS and len(page.captions) == 1
     threading.Timer(2.5, finish.set).start()
     begun = time.monotonic()
     with pytest.raises(_Rerun, match="app"):
@@ -1382,6 +1383,13 @@ def test_the_status_refresh_reruns_the_page_once_its_result_is_done_and_stops_fo
     with pytest.raises(_Rerun, match="move"):
         status()
     assert time.monotonic() - begun < 0.3 + 2 * background.POLL_SECONDS + 0.2
+    finish.set()
+    worker.join(30)
+
+    worker.replace([Task("k = 16, CCR-1", "Previews ahead", Priority.BACKGROUND, exact, "A")])  # not shown
+    finish.clear()
+    background.show_status(worker)
+    assert page.run_every[1] == background.REFRESH_SECONDS
     finish.set()
     worker.join(30)
 
