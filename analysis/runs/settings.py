@@ -142,11 +142,13 @@ def preview_order(n_entries: int, shown: int) -> list[int]:
     each time the layer farthest from those before it (the lowest of equals), so that the layers done by any time
     are spread out."""
     order = list(dict.fromkeys([0, n_entries - 1, shown % n_entries]))
-    rest = set(range(n_entries)) - set(order)
-    while rest:
-        farthest = max(sorted(rest), key=lambda layer: min(abs(layer - done) for done in order))
+    gap = {layer: min(abs(layer - done) for done in order) for layer in range(n_entries) if layer not in order}
+    while gap:  # each layer's distance to the nearest one in the order, kept as the order grows
+        farthest = max(gap, key=lambda layer: (gap[layer], -layer))
         order.append(farthest)
-        rest.remove(farthest)
+        del gap[farthest]
+        for layer in gap:
+            gap[layer] = min(gap[layer], abs(layer - farthest))
     return order
 
 
