@@ -87,7 +87,7 @@ def main() -> None:
     previewed = needs_preview(compute.device)  # on a GPU the app draws the exact curve first
     if previewed:
         timed("z preview (PCAs remembered)", lambda: analyses.model_pga(
-            loaded, corpus, sampling, preview_settings(settings), compute=compute, cache=cache,
+            loaded, corpus, sampling, preview_settings(settings, loaded.anatomy.d_model), compute=compute, cache=cache,
             states=states, memory=memory))
     preview_at = time.perf_counter() - clock
     run = timed("exact sweep, CCR-1, every layer", lambda: analyses.model_pga(

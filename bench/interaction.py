@@ -378,9 +378,9 @@ def agreement(cache: Path, args, visited: list[tuple[str, float]]) -> str:
             continue
         # previews are not stored: computed again, seeded alike; both kinds where they differ (made ahead of a move,
         # made by the page while the visitor waits: where that is the exact run at a few layers, it agrees exactly)
-        kinds = {preview_settings(exact_settings)}
+        kinds = {preview_settings(exact_settings, loaded.anatomy.d_model)}
         if preview_layers(exact_settings, args.n_tokens, len(states), len(states) // 2) is None:
-            kinds.add(block_preview(exact_settings))
+            kinds.add(block_preview(exact_settings, loaded.anatomy.d_model))
         for kind in kinds:
             preview = analyses.model_pga(loaded, builtin_corpus(), sampling, kind, compute=compute)
             for p, e in zip(preview.results, exact.results, strict=True):

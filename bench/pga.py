@@ -17,9 +17,9 @@ k = 100, R = 100 (CCR-1).
   of their rows, so that no layer is hashed again: every sweep here names its states as the app does), each followed
   by a measure of the floor, so that a host whose speed drifts is seen in the ratios of the runs as well as in best
   against best;
-- preview: the same sweep on ``preview_settings`` (the first 30 null draws; above k = 16 only the pairs inside
-  blocks of 128 tokens), each layer's PCA not yet remembered, and again remembered (a slider move on
-  states already analysed);
+- preview: the same sweep on ``preview_settings`` (the first 30 null draws, fewer above d x k = 2^18; above k = 16
+  only the pairs inside blocks of 128 tokens), each layer's PCA not yet remembered, and again remembered (a slider
+  move on states already analysed);
 - warm slider: one layer recomputed for a new k from states already in memory;
 - k = 1: the exact sweep where every cosine is -1, 0 or +1 (ranked by counting its tie runs), each layer's PCA
   remembered;
@@ -98,7 +98,7 @@ def preview_delays(states, basis, k: int, device: torch.device, trials: int = 2)
     preview, the two together against the exact sweep alone (each layer's PCA remembered, nothing else); each the
     best of ``trials`` runs from the same memory (one run's noise on this host was +-5 %, half the goal)."""
     exact = PGASettings(ks=(k,), ccrs=(1,))
-    first = preview_settings(exact).n_null + 1  # the subspaces a preview scores, as the app's sweeps leave them
+    first = preview_settings(exact, basis.d).n_null + 1  # the subspaces a preview scores, as the app's sweeps leave it
     memory, sweep = EngineMemory(), partial(pga_sweep, states, basis, device=str(device), states_key=STATES_KEY)
     sweep(exact, memory=memory, for_previews=first)
     print(f"moves after the exact curve of k = {k}, CCR-1 (preview, then the exact sweep after it, against the exact "
@@ -107,7 +107,7 @@ def preview_delays(states, basis, k: int, device: torch.device, trials: int = 2)
     for share, c in MOVES:
         moved = PGASettings(ks=(round(share * k),), ccrs=(c,))
         alone = min(seconds(partial(sweep, moved, memory=memory.copy(PCAS)), device) for _ in range(trials))
-        ahead = preview_settings(moved)
+        ahead = preview_settings(moved, basis.d)
         # the preview made ahead (the app's order after a look, the exact sweep after it); where it differs, also the
         # page's own (no look): the exact run at a few layers and the exact run of the others after it, or on blocks
         kinds = [(f"k = {moved.ks[0]:3}, CCR-{c}: ", partial(sweep, ahead), partial(sweep, moved))]
@@ -116,8 +116,8 @@ def preview_delays(states, basis, k: int, device: torch.device, trials: int = 2)
             rest = [layer for layer in range(n_layers) if layer not in few]
             kinds.append((f"    the page's own, exact at {len(few)} layers: ", partial(sweep, moved, layers=few),
                           partial(sweep, moved, layers=rest)))
-        elif block_preview(moved) != ahead:
-            kinds.append(("    the page's own, on blocks: ", partial(sweep, block_preview(moved)),
+        elif block_preview(moved, basis.d) != ahead:
+            kinds.append(("    the page's own, on blocks: ", partial(sweep, block_preview(moved, basis.d)),
                           partial(sweep, moved)))
         left_by = []
         for label, previewed, exact_after in kinds:
@@ -180,7 +180,7 @@ def main() -> None:
     t_keys = seconds(lambda: [sort_rows(values) for _ in range(args.layers)], device)
     fastest = min(t_sort, t_keys)
 
-    quick, memory = preview_settings(settings), EngineMemory()
+    quick, memory = preview_settings(settings, basis.d), EngineMemory()
     t_cold = seconds(lambda: sweep(quick, memory=memory), device)
     t_warm = seconds(lambda: sweep(quick, memory=memory), device)
     t_slider = seconds(lambda: pga_sweep(states, basis, PGASettings(ks=(args.k // 2,), ccrs=(1,), n_null=args.n_null),

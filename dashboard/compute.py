@@ -310,8 +310,8 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs
     priority: other work steps aside at its next pause point."""
     if not needs_preview(view.device, k):
         return pga(view, loaded, k, ccrs)
-    exact, held = _settings(loaded, view, k, ccrs), states(view, loaded)
-    ahead, own = preview_settings(exact), block_preview(exact)
+    exact, held, d = _settings(loaded, view, k, ccrs), states(view, loaded), loaded.anatomy.d_model
+    ahead, own = preview_settings(exact, d), block_preview(exact, d)
     if ahead != own:  # else the page's own run below finds the layers made ahead
         made = analyses.model_pga(loaded, corpus(view), view.sampling, ahead, compute=view.compute, states=held,
                                   stored_only=True)
@@ -399,8 +399,8 @@ def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, in
 
         def run(_progress, slot) -> None:
             if not analyses.model_pga_stored(loaded, exact, held):  # else a move there draws the exact curve
-                analyses.model_pga(loaded, text, view.sampling, preview_settings(exact), compute=view.compute,
-                                   states=held, slot=slot)
+                analyses.model_pga(loaded, text, view.sampling, preview_settings(exact, loaded.anatomy.d_model),
+                                   compute=view.compute, states=held, slot=slot)
         return run
 
     scope = _scope(view, loaded)

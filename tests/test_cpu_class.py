@@ -32,8 +32,8 @@ def test_the_cpu_dependent_choices_follow_the_cpu_and_the_setting(flags, setting
     assert devices.cpu_has_native_bf16() is native
     assert pick_dtype("auto", torch.device("cpu")) == (torch.bfloat16 if native else torch.float32)
     # in float32 either way: what a preview projects serves the exact run after it
-    assert preview_settings(pga_settings(64)).projection == "float32"
-    assert preview_subspaces(pga_settings(64), "cpu") == PREVIEW_N_NULL + 1
+    assert preview_settings(pga_settings(64), 64).projection == "float32"
+    assert preview_subspaces(pga_settings(64), 64, "cpu") == PREVIEW_N_NULL + 1
     assert f"native bfloat16 choice: {'on' if native else 'off'}" in cpu_description()
 
 

@@ -31,8 +31,10 @@ from analysis.runs.settings import (
     nearby,
     pga_settings,
     preview_layers,
+    preview_n_null,
     preview_order,
     preview_settings,
+    preview_subspaces,
 )
 from analysis.storage.cache import ResultCache
 from analysis.storage.memory import EngineMemory, ModestMemory, default_limit_mb
@@ -65,7 +67,7 @@ def test_the_preview_agrees_with_the_exact_curve_on_planted_data(make, kind, n_p
     layers = np.stack([states, states * 0.5 + 0.1])
     settings = pga_settings(w_u.shape[1], (8,), (0, 1))
     exact = pga_sweep(layers, readout_basis(w_u), settings)
-    preview = pga_sweep(layers, readout_basis(w_u), kind(settings))
+    preview = pga_sweep(layers, readout_basis(w_u), kind(settings, w_u.shape[1]))
     assert all(p.n_pairs == n_pairs <= e.n_pairs and len(p.null) == 30 < len(e.null) == 100
                for p, e in zip(preview, exact, strict=True))
     assert interval_gap(preview, exact) == 0
@@ -85,15 +87,15 @@ def test_ccr_and_k_moves_preview_from_the_remembered_ccr_0_projection_as_from_th
     layers = np.stack([states, np.tanh(states)])
     settings = pga_settings(w_u.shape[1], (8,), (0, 1, 4), ccr_fit=ccr_fit)
     memory = EngineMemory()
-    warm = pga_sweep(layers, readout_basis(w_u), preview_settings(settings), memory=memory)
+    warm = pga_sweep(layers, readout_basis(w_u), preview_settings(settings, 48), memory=memory)
     assert memory.count("CCR-0 projection") == 2  # one per layer, for every depth
-    cold = pga_sweep(layers, readout_basis(w_u), preview_settings(settings), memory=EngineMemory(limit_bytes=1))
+    cold = pga_sweep(layers, readout_basis(w_u), preview_settings(settings, 48), memory=EngineMemory(limit_bytes=1))
     for w, c in zip(warm, cold, strict=True):
         assert w.rho_readout == pytest.approx(c.rho_readout, abs=1e-5) and np.allclose(w.null, c.null, atol=1e-5)
     for move in ((4,), (12,)):  # k down: the remembered projection's first columns; up: only the added ones projected
         moved = replace(settings, ks=move)
-        warm = pga_sweep(layers, readout_basis(w_u), preview_settings(moved), memory=memory)
-        cold = pga_sweep(layers, readout_basis(w_u), preview_settings(moved), memory=EngineMemory(limit_bytes=1))
+        warm = pga_sweep(layers, readout_basis(w_u), preview_settings(moved, 48), memory=memory)
+        cold = pga_sweep(layers, readout_basis(w_u), preview_settings(moved, 48), memory=EngineMemory(limit_bytes=1))
         for w, c in zip(warm, cold, strict=True):
             assert w.rho_readout == pytest.approx(c.rho_readout, abs=1e-5) and np.allclose(w.null, c.null, atol=1e-5)
     kept = [value for (kind, _), (value, _) in memory.items.items() if kind == "CCR-0 projection"]
@@ -102,12 +104,12 @@ def test_ccr_and_k_moves_preview_from_the_remembered_ccr_0_projection_as_from_th
     for share, kept in ((8, 0), (64, 4)):  # a quarter of the memory holds two layers' projections, then all four
         bounded = EngineMemory(limit_bytes=share * one_layer)
         for layer in range(4):  # the dashboard previews one layer at a time: the bound is judged on every layer
-            pga_sweep(np.stack([states + shift for shift in range(4)]), readout_basis(w_u), preview_settings(settings),
-                      [layer], memory=bounded)
+            pga_sweep(np.stack([states + shift for shift in range(4)]), readout_basis(w_u),
+                      preview_settings(settings, 48), [layer], memory=bounded)
         assert bounded.count("CCR-0 projection") == kept
     other = readout_basis(np.random.default_rng(9).standard_normal(w_u.shape))  # another readout, the same width
-    warm = pga_sweep(layers, other, preview_settings(settings), memory=memory)
-    cold = pga_sweep(layers, other, preview_settings(settings), memory=EngineMemory(limit_bytes=1))
+    warm = pga_sweep(layers, other, preview_settings(settings, 48), memory=memory)
+    cold = pga_sweep(layers, other, preview_settings(settings, 48), memory=EngineMemory(limit_bytes=1))
     assert [w.rho_readout for w in warm] == pytest.approx([c.rho_readout for c in cold], abs=1e-5)
     x = torch.as_tensor(states, dtype=torch.float32)
     pca, bases = layer_pcas([x], 4)[0], torch.as_tensor(null_bases(48, 8, 3, 0), dtype=torch.float32)
@@ -129,7 +131,7 @@ def test_an_exact_sweep_leaves_the_ccr_0_projections_a_preview_starts_from(monke
     states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
     layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
     settings = pga_settings(w_u.shape[1], (8,), (1,), ccr_fit=ccr_fit)
-    preview = preview_settings(settings)
+    preview = preview_settings(settings, w_u.shape[1])
     memory = EngineMemory()
     pga_sweep(layers, basis, settings, memory=memory, for_previews=preview.n_null + 1)
     assert memory.count("CCR-0 projection") == 2  # one per layer
@@ -161,7 +163,7 @@ def test_a_move_of_k_ranks_the_full_space_once_per_layer_depth_and_design(monkey
     ranked, counting = [], [False]
     monkeypatch.setattr(pga, "ranked_reference", lambda values: ranked.append(counting[0]) or ranked_reference(values))
     memory, exact = EngineMemory(), pga_settings(w_u.shape[1], (8,), (1,), ccr_fit=ccr_fit, n_null=12)
-    preview = block_preview(exact)
+    preview = block_preview(exact, w_u.shape[1])
     for settings in (exact, replace(exact, ks=(4,)), replace(exact, ks=(6,), ccrs=(1, 2)), preview,
                      replace(preview, ks=(4,))):
         counting[0] = True
@@ -173,21 +175,27 @@ def test_a_move_of_k_ranks_the_full_space_once_per_layer_depth_and_design(monkey
     assert sum(ranked) == 2 * 3  # two layers at CCR-1 on all pairs, at CCR-2, and at CCR-1 on the preview's design
 
 
-@pytest.mark.parametrize("ccr_fit, batched", [("same", False), ("half", False), ("same", True)])
-def test_a_jumps_preview_hands_its_projections_over_to_the_exact_sweep_after_it(monkeypatch, ccr_fit, batched):
+@pytest.mark.parametrize("ccr_fit, batched, wide", [("same", False, False), ("half", False, False),
+                                                   ("same", True, False), ("same", False, True)])
+def test_a_jumps_preview_hands_its_projections_over_to_the_exact_sweep_after_it(monkeypatch, ccr_fit, batched, wide):
     """A preview that projects (almost) every column anew projects the corrected states as the exact sweep projects its
     first R' + 1 subspaces, and hands them over: the exact sweep after it projects only the other draws, and its
     results are those of an exact sweep without a preview, bit for bit (and of the CLI's, which splits nothing); with
-    the projection's wide matmul and with its batched one (large k), each writing into the joined projection."""
+    the projection's wide matmul and with its batched one (large k), each writing into the joined projection; and
+    where d x k is wide enough for the preview to take fewer draws."""
     from analysis.geometry import pga
+    from analysis.runs import settings as run_settings
 
     if batched:
         monkeypatch.setattr(pga, "BATCHED_FROM_K", 1)
+    if wide:
+        monkeypatch.setattr(run_settings, "PREVIEW_WIDTH", 48 * 8 // 2)  # d x k twice the width: 15 draws
 
     states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
     layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
     settings = pga_settings(w_u.shape[1], (8,), (1,), ccr_fit=ccr_fit)
-    preview, first = block_preview(settings), block_preview(settings).n_null + 1
+    preview, first = block_preview(settings, w_u.shape[1]), preview_subspaces(settings, w_u.shape[1], "cpu")
+    assert first == preview.n_null + 1 == (16 if wide else 31)
     alone = pga_sweep(layers, basis, settings, memory=EngineMemory(), for_previews=first)
     cli = pga_sweep(layers, basis, settings, memory=EngineMemory())
     memory = EngineMemory()
@@ -216,7 +224,7 @@ def test_a_moves_exact_sweep_takes_its_first_subspaces_from_the_ccr_0_projection
     states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
     layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
     settings = pga_settings(w_u.shape[1], (6,), (1,), ccr_fit=ccr_fit)
-    first = preview_settings(settings).n_null + 1
+    first = preview_settings(settings, w_u.shape[1]).n_null + 1
     memory = EngineMemory()
     pga_sweep(layers, basis, settings, memory=memory, for_previews=first)
     projected = []
@@ -225,7 +233,7 @@ def test_a_moves_exact_sweep_takes_its_first_subspaces_from_the_ccr_0_projection
     for moved in (replace(settings, ccrs=(3,)), replace(settings, ks=(4,)), replace(settings, ccrs=(0,)),
                   replace(settings, ks=(8,), ccrs=(2,))):
         if moved.ks == (8,):
-            pga_sweep(layers, basis, preview_settings(moved), memory=memory)  # widens P_0 to k = 8
+            pga_sweep(layers, basis, preview_settings(moved, w_u.shape[1]), memory=memory)  # widens P_0 to k = 8
         projected.clear()
         warm = pga_sweep(layers, basis, moved, memory=memory, for_previews=first)
         assert projected == [settings.n_null + 1 - first] * 2  # only the draws P_0 does not hold
@@ -249,7 +257,7 @@ def test_a_preview_on_every_pair_is_the_exact_sweeps_first_subspaces_and_is_not_
     states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
     layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
     settings = pga_settings(w_u.shape[1], (8,), (2,), ccr_fit=ccr_fit)
-    preview, first = first_draws_preview(settings), preview_settings(settings).n_null + 1
+    preview, first = first_draws_preview(settings, w_u.shape[1]), preview_settings(settings, w_u.shape[1]).n_null + 1
     cli = pga_sweep(layers, basis, settings, memory=EngineMemory())
     memory = EngineMemory()
     pga_sweep(layers, basis, replace(settings, ccrs=(1,)), memory=memory, for_previews=first)  # the curve before
@@ -274,10 +282,24 @@ def test_a_preview_on_every_pair_is_the_exact_sweeps_first_subspaces_and_is_not_
     assert scored == [settings.n_null + 1] * 4
 
 
+def test_previews_take_fewer_null_draws_where_a_draw_is_wide():
+    """30 draws up to d x k = 2^18 (every k of the built-in model, d = 576), fewer in proportion above it, 10 at
+    least, and never more than the exact run's R."""
+    assert {preview_n_null(pga_settings(576, (k,)), 576) for k in k_grid(576)} == {30}
+    for d, k, draws in ((1024, 256, 30), (1024, 512, 15), (2048, 128, 30), (2048, 256, 15), (2048, 512, 10),
+                        (2048, 1024, 10), (4096, 100, 19)):
+        settings = pga_settings(d, (k,))
+        assert preview_n_null(settings, d) == preview_settings(settings, d).n_null == block_preview(settings, d).n_null
+        assert preview_n_null(settings, d) == draws
+    assert preview_n_null(pga_settings(2048, (64, 1024)), 2048) == 10  # the widest k of several
+    assert preview_n_null(pga_settings(576, (8,), n_null=12), 576) == 12
+    assert preview_n_null(pga_settings(2048, (1024,), n_null=5), 2048) == 5
+
+
 def test_previews_score_every_pair_where_ranking_is_most_of_the_work():
     """Up to k = 16 the preview is the exact sweep's first draws on every pair; above, the pairs inside blocks."""
     for ks, blocks in (((1,), None), ((16,), None), ((4, 16), None), ((17,), 128), ((8, 32), 128), ((100,), 128)):
-        preview = preview_settings(pga_settings(576, ks))
+        preview = preview_settings(pga_settings(576, ks), 576)
         assert preview.preview and preview.n_null == 30 and preview.pair_blocks == blocks
         assert preview.max_pairs is None and preview.projection == "float32"
 
@@ -307,16 +329,16 @@ def test_the_preview_agrees_with_the_exact_curve_on_a_tiny_model(neox_folder, tm
     cache = ResultCache(tmp_path)
     loaded = analyses.open_model(ModelChoice(str(neox_folder)), CPU)
     sampling, settings = Sampling(256, window=64), pga_settings(32)
+    quick = preview_settings(settings, 32)
     exact = analyses.model_pga(loaded, builtin_corpus(), sampling, settings, compute=CPU, cache=cache)
-    preview = analyses.model_pga(loaded, builtin_corpus(), sampling, preview_settings(settings), compute=CPU,
-                                 cache=cache)
+    preview = analyses.model_pga(loaded, builtin_corpus(), sampling, quick, compute=CPU, cache=cache)
     assert preview.preview and not exact.preview and "Preview" in preview.z_figure().layout.title.text
-    assert analyses.model_pga(loaded, builtin_corpus(), sampling, preview_settings(settings), compute=CPU,
+    assert analyses.model_pga(loaded, builtin_corpus(), sampling, quick, compute=CPU,
                               cache=cache, stored_only=True, memory=EngineMemory()) is None  # a preview is never stored
-    remembered = analyses.model_pga(loaded, builtin_corpus(), sampling, preview_settings(settings), compute=CPU,
+    remembered = analyses.model_pga(loaded, builtin_corpus(), sampling, quick, compute=CPU,
                                     cache=cache, stored_only=True)  # but remembered, and found without computing
     assert [r.z for r in remembered.results] == [r.z for r in preview.results]
-    again = analyses.model_pga(loaded, builtin_corpus(), sampling, preview_settings(settings), compute=CPU, cache=cache)
+    again = analyses.model_pga(loaded, builtin_corpus(), sampling, quick, compute=CPU, cache=cache)
     assert [r.z for r in again.results] == [r.z for r in preview.results]  # seeded: the same preview again
     assert not any(r.z_interval[1] - r.z_interval[0] == 0 for r in exact.at())
     assert tolerance(preview.at(), exact.at()) <= 1
@@ -400,7 +422,7 @@ def test_along_the_sliders_nearest_settings_come_first_each_once_and_the_ends_be
 def test_previews_remembered_layer_by_layer_make_the_next_move_instant(monkeypatch):
     states, w_u = planted_readout(n=200, seed=5)
     layers = np.stack([states, states * 0.5 + 0.1, states + 1.0])
-    basis, settings = readout_basis(w_u), preview_settings(pga_settings(w_u.shape[1], (8,), (1,)))
+    basis, settings = readout_basis(w_u), preview_settings(pga_settings(w_u.shape[1], (8,), (1,)), w_u.shape[1])
     memory = EngineMemory()
     ahead = [pipeline.cached_pga(layers, {"s": "ahead"}, basis, {"w": 1}, settings, [layer], memory=memory)[0]
              for layer in range(3)]
@@ -1011,7 +1033,7 @@ def test_the_page_previews_every_setting_along_both_sliders_in_memory(tiny_model
     for k, ccr in along_sliders(k_grid(32), 8, 2):
         if k == 1:  # drawn exact at once, not previewed (the next test)
             continue
-        settings = preview_settings(pga_settings(32, (k,), (ccr,), seed=11))
+        settings = preview_settings(pga_settings(32, (k,), (ccr,), seed=11), 32)
         run = analyses.model_pga(loaded, builtin_corpus(), view.sampling, settings, compute=CPU, states=states)
         assert run.preview and len(run.results) == states.value.n_layers
 
@@ -1061,8 +1083,8 @@ def test_the_page_draws_a_preview_made_ahead_else_the_exact_run_at_a_few_layers_
     view = compute.ViewState(model=str(model), n_tokens=256, seed=22)
     loaded = analyses.open_model(view.choice, CPU)
     states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
-    analyses.model_pga(loaded, builtin_corpus(), view.sampling, preview_settings(pga_settings(32, (8,), (2,), seed=22)),
-                       compute=CPU, states=states)  # as the previews ahead make it
+    ahead = preview_settings(pga_settings(32, (8,), (2,), seed=22), 32)  # as the previews ahead make it
+    analyses.model_pga(loaded, builtin_corpus(), view.sampling, ahead, compute=CPU, states=states)
     assert "Preview on 32,640 pairs, 30 null draws" in page(model, 8, 22)[1]
 
     app, caption = page(deep_model, 4, 23, layer=4)
@@ -1401,7 +1423,7 @@ def test_blocks_of_128_tokens_without_the_preview_flag_are_an_exact_setting_and_
     assert not blocks.preview and "preview" not in blocks.spec
     pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, blocks, [0, 1], cache=cache)
     assert pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, blocks, [0, 1], cache=cache, stored_only=True)
-    preview = preview_settings(blocks)
+    preview = preview_settings(blocks, w_u.shape[1])
     assert preview.preview and preview.spec["preview"] is True
     pipeline.cached_pga(layers, {"s": 1}, basis, {"w": 1}, preview, [0, 1], cache=cache)
     # the flag, not the block size, keeps it out of the disk cache

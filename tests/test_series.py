@@ -78,7 +78,7 @@ def test_a_new_setting_is_previewed_then_measured_from_the_cache_without_loading
     sampling = Sampling(n_tokens=256, window=32, per_window=16)  # two blocks of 128 tokens in the preview
     assert training_sweep(name, revisions, builtin_corpus(), sampling, SETTINGS, "cpu", cache=cache,
                           stored_only=True) is None  # nothing measured: no preview either
-    assert training_sweep(name, revisions, builtin_corpus(), sampling, block_preview(wider), "cpu",
+    assert training_sweep(name, revisions, builtin_corpus(), sampling, block_preview(wider, 32), "cpu",
                           cache=cache) is None
     first = training_sweep(name, revisions, builtin_corpus(), sampling, SETTINGS, "cpu", cache=cache)
     assert not first.preview and "Preview" not in first.describe(8, 1)
@@ -89,7 +89,7 @@ def test_a_new_setting_is_previewed_then_measured_from_the_cache_without_loading
     monkeypatch.setattr(series_module, "load", no_loading)  # from here on, states, readout and loss come cached
     assert training_sweep(name, revisions, builtin_corpus(), sampling, wider, "cpu", cache=cache,
                           stored_only=True) is None
-    preview = training_sweep(name, revisions, builtin_corpus(), sampling, block_preview(wider), "cpu",
+    preview = training_sweep(name, revisions, builtin_corpus(), sampling, block_preview(wider, 32), "cpu",
                              cache=cache)
     assert preview.preview and "Preview on pairs inside blocks of 128 tokens, 10 null draws" in preview.describe(16, 1)
     assert "Preview" in preview.heatmaps(16, 1).layout.title.text
@@ -112,7 +112,7 @@ def test_a_series_never_measured_is_previewed_after_its_forward_passes_alone(dem
     root, _, _ = demo
     name, revisions, cache = str(root / "neox-d16"), ["checkpoint-0", "checkpoint-64"], ResultCache(tmp_path)
     sampling = Sampling(n_tokens=256, window=32, per_window=16)
-    quick = preview_settings(SETTINGS)
+    quick = preview_settings(SETTINGS, 16)
     assert training_sweep(name, revisions, builtin_corpus(), sampling, quick, "cpu", cache=cache) is None
     loaded, measured = [], []
     real_load, real_pga = series_module.load, series_module.cached_pga

@@ -133,9 +133,10 @@ def model_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings:
     entry = states or model_hidden_states(loaded, corpus, sampling, compute, progress, cache)
     hidden = entry.value
     layers = list(range(hidden.n_layers)) if layers is None else list(layers)
+    for_previews = preview_subspaces(settings, loaded.anatomy.d_model, compute.device) if compute.previews else 0
     results = cached_pga(hidden, entry.provenance["spec"], model_readout(loaded, cache, memory), loaded.spec,
-                         settings, layers, compute.device, progress, cache, stored_only, slot, memory,
-                         preview_subspaces(settings, compute.device) if compute.previews else 0, until)
+                         settings, layers, compute.device, progress, cache, stored_only, slot, memory, for_previews,
+                         until)
     if results is None:
         return None
     return PGARun(tuple(results), settings, loaded.ref.label, loaded.ref.identity, loaded.spec["dtype"],
@@ -185,7 +186,7 @@ def model_triage(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, comput
     run = model_pga(loaded, corpus, sampling, settings, compute=compute, progress=progress, cache=cache, states=states,
                     slot=slot, stored_only=quick)
     if run is None:
-        run = model_pga(loaded, corpus, sampling, preview_settings(settings), compute=compute,
+        run = model_pga(loaded, corpus, sampling, preview_settings(settings, loaded.anatomy.d_model), compute=compute,
                         progress=progress, cache=cache, states=states, slot=slot)
     worst = None if run.preview else worst_late_layer(run.at())
     deeper = None
@@ -276,7 +277,7 @@ def checkpoint_series(name: str, revisions: list[str] | None, corpus: Corpus, sa
     d = model_card(ModelChoice(name, revisions[-1] or None))["d_model"]
     settings = pga_settings(d, ks, ccrs, n_null, sampling.seed)
     if preview:
-        settings = preview_settings(settings)
+        settings = preview_settings(settings, d)
     return training_sweep(name, revisions, corpus, sampling, settings, compute.device, progress, cache, store,
                           compute.dtype, stored_only)
 

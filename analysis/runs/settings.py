@@ -14,7 +14,7 @@ every caption or export states the settings a result was computed with (carried 
 | the report's CCR depths | 1, 5, 10 | the triage report |
 | histogram bins | 300 | the cosine histogram |
 | sensitivity delta | 0.005 | capacity at eps +- delta |
-| preview | ``preview_settings`` (``preview=True``): 30 nulls; 128-token blocks above k = 16, in a page | not stored |
+| preview | ``preview_settings``: 30 nulls (10-29 above d x k = 2^18), 128-token blocks above k = 16 | not stored |
 | token map preview | the top two principal components after CCR | the plane drawn while UMAP runs |
 """
 
@@ -97,10 +97,21 @@ def pga_settings(d: int, ks: tuple[int, ...] | None = None, ccrs: tuple[int, ...
 
 PREVIEW_BLOCK = 128
 PREVIEW_N_NULL = 30
+PREVIEW_MIN_N_NULL = 10
+PREVIEW_WIDTH = 2**18  # d x k up to which a preview takes PREVIEW_N_NULL draws: the built-in model's every k
 EVERY_PAIR_PREVIEW_TO_K = 16  # up to this k the ranking is most of an exact sweep: previews score every pair
 
 
-def preview_settings(settings: PGASettings) -> PGASettings:
+def preview_n_null(settings: PGASettings, d: int) -> int:
+    """How many of the R null draws a preview scores: ``PREVIEW_N_NULL`` up to d x k = ``PREVIEW_WIDTH`` (k the
+    largest of ``settings.ks``), fewer in proportion above it and ``PREVIEW_MIN_N_NULL`` at least. A draw's bases
+    (``[d, k]``, orthonormalised in float64) and projections cost d x k: a jump to k = 1024 at d = 2048 took 5.2 s on
+    2 AVX2 cores to draw 30 bases and project onto them at five layers, 2.0 s with 10 (BENCHMARKS.md)."""
+    scaled = PREVIEW_N_NULL * PREVIEW_WIDTH // (d * max(settings.ks))
+    return min(settings.n_null, max(PREVIEW_MIN_N_NULL, min(PREVIEW_N_NULL, scaled)))
+
+
+def preview_settings(settings: PGASettings, d: int) -> PGASettings:
     """The same statistic on less work, for a curve drawn at once: :func:`block_preview`, or up to
     ``EVERY_PAIR_PREVIEW_TO_K`` :func:`first_draws_preview`. At k <= 16 ranking the pairs is most of an exact sweep
     (its projections little), so a preview on sampled pairs is work that serves no one: it delayed the exact curve after
@@ -110,18 +121,19 @@ def preview_settings(settings: PGASettings) -> PGASettings:
     series' use it; a preview the page makes while the visitor waits is the exact run at a few layers
     (:func:`preview_layers`) or :func:`block_preview`."""
     small = max(settings.ks) <= EVERY_PAIR_PREVIEW_TO_K
-    return first_draws_preview(settings) if small else block_preview(settings)
+    return first_draws_preview(settings, d) if small else block_preview(settings, d)
 
 
-def block_preview(settings: PGASettings) -> PGASettings:
+def block_preview(settings: PGASettings, d: int) -> PGASettings:
     """A preview on every pair inside seeded random blocks of 128 tokens (each token in 127 pairs; 32,512 of the
-    130,816 pairs at N = 512, the same for the readout and every null draw), with the first 30 of the R null draws.
+    130,816 pairs at N = 512, the same for the readout and every null draw), with the first R' of the R null draws
+    (:func:`preview_n_null`: 30 up to d x k = 2^18).
     Projected in float32 on every CPU, as the exact run is: what a preview projects afresh serves the exact run after
     it (:func:`preview_subspaces`), where a bfloat16 projection, twice as fast on a CPU with bfloat16 arithmetic,
     served no one (a jump to k = 288 drew its exact curve 0.4-0.7 s later, BENCHMARKS.md).
     Measured against the exact curve in BENCHMARKS.md; rejected there: fewer tokens (z depends on them),
     the pairs inside blocks of 64 tokens with all 100 draws (three times the work for the same agreement)."""
-    return replace(first_draws_preview(settings), pair_blocks=PREVIEW_BLOCK)
+    return replace(first_draws_preview(settings, d), pair_blocks=PREVIEW_BLOCK)
 
 
 EXACT_LAYERS_PREVIEW_TO_N = 4 * PREVIEW_BLOCK  # up to here the pairs inside blocks are a quarter of all pairs or more
@@ -165,17 +177,18 @@ def preview_layers(settings: PGASettings, n_tokens: int, n_entries: int, shown: 
     return layers if 2 * len(layers) <= n_entries else None
 
 
-def first_draws_preview(settings: PGASettings) -> PGASettings:
-    """A preview on the exact sweep's own pairs with the first 30 of the R null draws: its rho is the exact one, its
-    null a subset of the exact null, and the exact sweep after it scores only the other draws (``pga_sweep``)."""
-    return replace(settings, n_null=min(settings.n_null, PREVIEW_N_NULL), projection="float32", preview=True)
+def first_draws_preview(settings: PGASettings, d: int) -> PGASettings:
+    """A preview on the exact sweep's own pairs with the first R' of the R null draws (:func:`preview_n_null`): its
+    rho is the exact one, its null a subset of the exact null, and the exact sweep after it scores only the other
+    draws (``pga_sweep``)."""
+    return replace(settings, n_null=preview_n_null(settings, d), projection="float32", preview=True)
 
 
-def preview_subspaces(settings: PGASettings, device: str = "auto") -> int:
+def preview_subspaces(settings: PGASettings, d: int, device: str = "auto") -> int:
     """How many leading subspaces of an exact sweep of ``settings`` (the readout, then null draws) a preview of the
     same settings scores, where it can start from the exact sweep's projections (``pga_sweep``'s ``for_previews``);
     0 where it cannot: on a GPU (no preview) or when the exact sweep projects in bfloat16."""
-    preview = preview_settings(settings)
+    preview = preview_settings(settings, d)
     return preview.n_null + 1 if needs_preview(device) and preview.projection == settings.projection else 0
 
 
