@@ -283,6 +283,7 @@ return {state: app ? app.getAttribute('data-test-script-state') : null, title: t
         k: k ? k.closest('[data-testid=stSlider], [data-testid=stSelectSlider]').querySelector(
                '[data-testid=stSliderThumbValue]').innerText : null,
         plots: plots.length, stale: document.querySelectorAll('[data-stale=true] .js-plotly-plot').length,
+        firstStale: plots.length > 0 && plots[0].closest('[data-stale=true]') !== null,
         kSliders: document.querySelectorAll("input[type=range][aria-label='k (readout dimensions)']").length,
         bars: document.querySelectorAll('[data-testid=stProgress]').length,
         status: [...document.querySelectorAll('[data-testid=stCaptionContainer]')].map(e => e.innerText)
@@ -327,7 +328,9 @@ def test_a_move_shows_the_new_setting_or_says_it_is_computing_and_the_page_ends_
     ActionChains(browser).send_keys(Keys.ARROW_LEFT).perform()
     watch(lambda s: s["state"] == "notRunning" and s["title"].startswith("z by layer at k = 16"))  # exact, k = 16
     moved = [s for s in seen if s["k"] == "16"]
-    assert moved and not [s for s in moved[3:] if "k = 32" in s["title"]]  # the old chart goes within a poll or two
+    # the server replaces the old chart 0.04-0.08 s after the key press; a browser short of CPU (two cores beside the
+    # server's work) may draw that later, and shows the old chart faded as stale meanwhile: never as the current one
+    assert moved and not [s for s in moved[3:] if "k = 32" in s["title"] and not s["firstStale"]]
     assert any(s["title"].startswith("Preview: z by layer at k = 16") for s in moved)  # previewed before the exact
     settled(browser)  # then the page reruns once more when the work around it is done, and its status line rests
     watch(lambda s: s["state"] == "notRunning" and s["plots"] == 6 and s["stale"] == 0 and s["kSliders"] == 1
