@@ -98,7 +98,7 @@ def preview_delays(states, basis, k: int, device: torch.device, trials: int = 2)
     preview, the two together against the exact sweep alone (each layer's PCA remembered, nothing else); each the
     best of ``trials`` runs from the same memory (one run's noise on this host was +-5 %, half the goal)."""
     exact = PGASettings(ks=(k,), ccrs=(1,))
-    first = preview_settings(exact, basis.d).n_null + 1  # the subspaces a preview scores, as the app's sweeps leave it
+    first = preview_settings(exact, basis.d).n_null + 1  # the subspaces a preview scores, as the app leaves them
     memory, sweep = EngineMemory(), partial(pga_sweep, states, basis, device=str(device), states_key=STATES_KEY)
     sweep(exact, memory=memory, for_previews=first)
     print(f"moves after the exact curve of k = {k}, CCR-1 (preview, then the exact sweep after it, against the exact "

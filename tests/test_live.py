@@ -61,14 +61,19 @@ def interval_gap(preview, exact) -> float:
 
 @pytest.mark.parametrize("make", [planted_readout, masked_readout])
 @pytest.mark.parametrize("kind, n_pairs", [(block_preview, 3 * 128 * 127 // 2), (first_draws_preview, 400 * 399 // 2)])
-def test_the_preview_agrees_with_the_exact_curve_on_planted_data(make, kind, n_pairs):
-    """On 3 blocks of 128 tokens or on every pair, with the first 30 null draws."""
+@pytest.mark.parametrize("draws", [30, 20])
+def test_the_preview_agrees_with_the_exact_curve_on_planted_data(monkeypatch, make, kind, n_pairs, draws):
+    """On 3 blocks of 128 tokens or on every pair, with the first 30 null draws, or 20 where a draw is wide."""
+    from analysis.runs import settings as run_settings
+
     states, w_u = make(n=400, seed=3)
     layers = np.stack([states, states * 0.5 + 0.1])
     settings = pga_settings(w_u.shape[1], (8,), (0, 1))
+    if draws < 30:  # d x k eight times the width: the fewest draws
+        monkeypatch.setattr(run_settings, "PREVIEW_WIDTH", w_u.shape[1])
     exact = pga_sweep(layers, readout_basis(w_u), settings)
     preview = pga_sweep(layers, readout_basis(w_u), kind(settings, w_u.shape[1]))
-    assert all(p.n_pairs == n_pairs <= e.n_pairs and len(p.null) == 30 < len(e.null) == 100
+    assert all(p.n_pairs == n_pairs <= e.n_pairs and len(p.null) == draws < len(e.null) == 100
                for p, e in zip(preview, exact, strict=True))
     assert interval_gap(preview, exact) == 0
     assert [np.sign(p.z) for p in preview] == [np.sign(e.z) for e in exact]  # planted structure found by both
@@ -189,13 +194,13 @@ def test_a_jumps_preview_hands_its_projections_over_to_the_exact_sweep_after_it(
     if batched:
         monkeypatch.setattr(pga, "BATCHED_FROM_K", 1)
     if wide:
-        monkeypatch.setattr(run_settings, "PREVIEW_WIDTH", 48 * 8 // 2)  # d x k twice the width: 15 draws
+        monkeypatch.setattr(run_settings, "PREVIEW_WIDTH", 48 * 8 * 2 // 3)  # d x k 1.5 times the width: 20 draws
 
     states, w_u = planted_readout(n=300, d=48, k=8, seed=5)
     layers, basis = np.stack([states, np.tanh(states)]), readout_basis(w_u)
     settings = pga_settings(w_u.shape[1], (8,), (1,), ccr_fit=ccr_fit)
     preview, first = block_preview(settings, w_u.shape[1]), preview_subspaces(settings, w_u.shape[1], "cpu")
-    assert first == preview.n_null + 1 == (16 if wide else 31)
+    assert first == preview.n_null + 1 == (21 if wide else 31)
     alone = pga_sweep(layers, basis, settings, memory=EngineMemory(), for_previews=first)
     cli = pga_sweep(layers, basis, settings, memory=EngineMemory())
     memory = EngineMemory()
@@ -282,18 +287,34 @@ def test_a_preview_on_every_pair_is_the_exact_sweeps_first_subspaces_and_is_not_
     assert scored == [settings.n_null + 1] * 4
 
 
+def test_a_preview_of_fewer_draws_finds_nothing_where_nothing_is_planted(monkeypatch):
+    """States with no readout structure (isotropic noise): the preview of 20 draws and the exact run find none."""
+    from analysis.runs import settings as run_settings
+
+    rng = np.random.default_rng(8)
+    w_u, layers = rng.standard_normal((500, 64)), rng.standard_normal((3, 400, 64))
+    settings = pga_settings(64, (8,), (1,))
+    monkeypatch.setattr(run_settings, "PREVIEW_WIDTH", 64)  # d x k eight times the width: the fewest draws
+    exact = pga_sweep(layers, readout_basis(w_u), settings)
+    for kind in (block_preview, first_draws_preview):
+        preview = pga_sweep(layers, readout_basis(w_u), kind(settings, 64))
+        assert all(len(p.null) == 20 for p in preview)
+        assert all(abs(p.z) < 3 for p in preview) and all(abs(e.z) < 3 for e in exact)
+
+
 def test_previews_take_fewer_null_draws_where_a_draw_is_wide():
-    """30 draws up to d x k = 2^18 (every k of the built-in model, d = 576), fewer in proportion above it, 10 at
+    """30 draws up to d x k = 2^18 (every k of the built-in model, d = 576), fewer in proportion above it, 20 at
     least, and never more than the exact run's R."""
     assert {preview_n_null(pga_settings(576, (k,)), 576) for k in k_grid(576)} == {30}
-    for d, k, draws in ((1024, 256, 30), (1024, 512, 15), (2048, 128, 30), (2048, 256, 15), (2048, 512, 10),
-                        (2048, 1024, 10), (4096, 100, 19)):
+    for d, k, draws in ((1024, 256, 30), (1024, 512, 20), (2048, 128, 30), (2048, 256, 20), (2048, 1024, 20),
+                        (4096, 64, 30), (4096, 80, 24), (4096, 100, 20)):
         settings = pga_settings(d, (k,))
         assert preview_n_null(settings, d) == preview_settings(settings, d).n_null == block_preview(settings, d).n_null
         assert preview_n_null(settings, d) == draws
-    assert preview_n_null(pga_settings(2048, (64, 1024)), 2048) == 10  # the widest k of several
+    assert preview_n_null(pga_settings(4096, (64, 100)), 4096) == 20  # the widest k of several
     assert preview_n_null(pga_settings(576, (8,), n_null=12), 576) == 12
     assert preview_n_null(pga_settings(2048, (1024,), n_null=5), 2048) == 5
+    assert preview_n_null(pga_settings(8192, (4096,)), 8192) == 20
 
 
 def test_previews_score_every_pair_where_ranking_is_most_of_the_work():

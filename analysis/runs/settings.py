@@ -14,7 +14,7 @@ every caption or export states the settings a result was computed with (carried 
 | the report's CCR depths | 1, 5, 10 | the triage report |
 | histogram bins | 300 | the cosine histogram |
 | sensitivity delta | 0.005 | capacity at eps +- delta |
-| preview | ``preview_settings``: 30 nulls (10-29 above d x k = 2^18), 128-token blocks above k = 16 | not stored |
+| preview | ``preview_settings``: 30 nulls (20-29 above d x k = 2^18), 128-token blocks above k = 16 | not stored |
 | token map preview | the top two principal components after CCR | the plane drawn while UMAP runs |
 """
 
@@ -97,7 +97,7 @@ def pga_settings(d: int, ks: tuple[int, ...] | None = None, ccrs: tuple[int, ...
 
 PREVIEW_BLOCK = 128
 PREVIEW_N_NULL = 30
-PREVIEW_MIN_N_NULL = 10
+PREVIEW_MIN_N_NULL = 20  # a preview z from fewer draws was often far off (its null sd from too few)
 PREVIEW_WIDTH = 2**18  # d x k up to which a preview takes PREVIEW_N_NULL draws: the built-in model's every k
 EVERY_PAIR_PREVIEW_TO_K = 16  # up to this k the ranking is most of an exact sweep: previews score every pair
 
@@ -105,8 +105,11 @@ EVERY_PAIR_PREVIEW_TO_K = 16  # up to this k the ranking is most of an exact swe
 def preview_n_null(settings: PGASettings, d: int) -> int:
     """How many of the R null draws a preview scores: ``PREVIEW_N_NULL`` up to d x k = ``PREVIEW_WIDTH`` (k the
     largest of ``settings.ks``), fewer in proportion above it and ``PREVIEW_MIN_N_NULL`` at least. A draw's bases
-    (``[d, k]``, orthonormalised in float64) and projections cost d x k: a jump to k = 1024 at d = 2048 took 5.2 s on
-    2 AVX2 cores to draw 30 bases and project onto them at five layers, 2.0 s with 10 (BENCHMARKS.md)."""
+    (``[d, k]``, orthonormalised in float64) and projections cost d x k: a jump to k = 1024 at d = 2048 took 4.8-5.2 s
+    on 2 AVX2 cores to draw 30 bases and project onto them at five layers, 3.6 s with 20. Not fewer than 20: z divides
+    by the null's sd, and the chance that a layer's sd from R' draws is under 0.6 of the true one (its z 1.7x too far
+    from 0) is 0.06 % at R' = 30, 0.5 % at 20, 4.6 % at 10; with 10, a Pythia-1B-shaped model's preview drew z = -4.6
+    where the exact z was -1.65 (BENCHMARKS.md)."""
     scaled = PREVIEW_N_NULL * PREVIEW_WIDTH // (d * max(settings.ks))
     return min(settings.n_null, max(PREVIEW_MIN_N_NULL, min(PREVIEW_N_NULL, scaled)))
 
