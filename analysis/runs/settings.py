@@ -106,10 +106,10 @@ def preview_n_null(settings: PGASettings, d: int) -> int:
     """How many of the R null draws a preview scores: ``PREVIEW_N_NULL`` up to d x k = ``PREVIEW_WIDTH`` (k the
     largest of ``settings.ks``), fewer in proportion above it and ``PREVIEW_MIN_N_NULL`` at least. A draw's bases
     (``[d, k]``, orthonormalised in float64) and projections cost d x k: a jump to k = 1024 at d = 2048 took 4.8-5.2 s
-    on 2 AVX2 cores to draw 30 bases and project onto them at five layers, 3.3-3.6 s with 20. Not fewer than 20: z divides
-    by the null's sd, and the chance that a layer's sd from R' draws is under 0.6 of the true one (its z 1.7x too far
-    from 0) is 0.06 % at R' = 30, 0.5 % at 20, 4.6 % at 10; with 10, a Pythia-1B-shaped model's preview drew z = -4.6
-    where the exact z was -1.65 (BENCHMARKS.md)."""
+    on 2 AVX2 cores to draw 30 bases and project onto them at five layers, 3.3-3.6 s with 20. Not fewer than 20: z
+    divides by the null's sd, and the chance that a layer's sd from R' draws is under 0.6 of the true one (its z 1.7x
+    too far from 0) is 0.06 % at R' = 30, 0.5 % at 20, 4.6 % at 10; with 10, a Pythia-1B-shaped model's preview drew
+    z = -4.6 where the exact z was -1.65 (BENCHMARKS.md)."""
     scaled = PREVIEW_N_NULL * PREVIEW_WIDTH // (d * max(settings.ks))
     return min(settings.n_null, max(PREVIEW_MIN_N_NULL, min(PREVIEW_N_NULL, scaled)))
 
