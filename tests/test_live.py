@@ -21,6 +21,7 @@ from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.models.tiny import save_tiny_model
 from analysis.runs import analyses, pipeline
+from analysis.runs import settings as run_settings
 from analysis.runs.settings import (
     Compute,
     ModelChoice,
@@ -64,8 +65,6 @@ def interval_gap(preview, exact) -> float:
 @pytest.mark.parametrize("draws", [30, 20])
 def test_the_preview_agrees_with_the_exact_curve_on_planted_data(monkeypatch, make, kind, n_pairs, draws):
     """On 3 blocks of 128 tokens or on every pair, with the first 30 null draws, or 20 where a draw is wide."""
-    from analysis.runs import settings as run_settings
-
     states, w_u = make(n=400, seed=3)
     layers = np.stack([states, states * 0.5 + 0.1])
     settings = pga_settings(w_u.shape[1], (8,), (0, 1))
@@ -189,7 +188,6 @@ def test_a_jumps_preview_hands_its_projections_over_to_the_exact_sweep_after_it(
     the projection's wide matmul and with its batched one (large k), each writing into the joined projection; and
     where d x k is wide enough for the preview to take fewer draws."""
     from analysis.geometry import pga
-    from analysis.runs import settings as run_settings
 
     if batched:
         monkeypatch.setattr(pga, "BATCHED_FROM_K", 1)
@@ -289,8 +287,6 @@ def test_a_preview_on_every_pair_is_the_exact_sweeps_first_subspaces_and_is_not_
 
 def test_a_preview_of_fewer_draws_finds_nothing_where_nothing_is_planted(monkeypatch):
     """States with no readout structure (isotropic noise): the preview of 20 draws and the exact run find none."""
-    from analysis.runs import settings as run_settings
-
     rng = np.random.default_rng(8)
     w_u, layers = rng.standard_normal((500, 64)), rng.standard_normal((3, 400, 64))
     settings = pga_settings(64, (8,), (1,))
