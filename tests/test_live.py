@@ -1158,9 +1158,9 @@ def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_
     assert not [task for task in app.session_state["background"].tasks if task.group == "Exact curve"]
 
     def readied_in_order(app, k: int) -> None:
-        """The page's background list at (k, CCR-2) is the PCA, each wanted setting once in order (a preview ahead,
-        or at k = 1 its exact fill), then the previewed nearby settings' fills; its work is stopped (none of it is
-        left to the next tests)."""
+        """The page's background list at (k, CCR-2) is the PCA, the null bases of the widest k wanted, each wanted
+        setting once in order (a preview ahead, or at k = 1 its exact fill), then the previewed nearby settings'
+        fills; its work is stopped (none of it is left to the next tests)."""
         keys = [(task.group, task.key) for task in app.session_state["background"].tasks]
         app.session_state["background"].replace([])
         near = nearby(k_grid(32), k, 2)
@@ -1168,7 +1168,8 @@ def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_
         readied = [("Previews ahead" if wk > 1 else "Nearby settings", f"k = {wk}, CCR-{c}") for wk, c in wanted]
         filled = [("Nearby settings", f"k = {wk}, CCR-{c}") for wk, c in near if wk > 1]
         ahead = [key for key in keys if key[0] != "Exact curve"]  # at k = 4, unless another test stored it
-        assert ahead == [("Previews ahead", "PCA of every layer"), *readied, *filled]  # k = 1 in its place, once
+        assert ahead == [("Previews ahead", "PCA of every layer"), ("Previews ahead", "bases of k = 16"), *readied,
+                         *filled]  # the bases of the k slider's end first; k = 1 in its place, once
         assert ("Nearby settings", "k = 1, CCR-2" if k == 4 else "k = 1, CCR-1") in readied[:6]
 
     readied_in_order(app, 1)  # no k = 1 setting previewed ahead; k = 2, CCR-2 is
@@ -1322,6 +1323,33 @@ def test_background_work_gives_way_to_a_request_on_another_model_and_a_move_stop
                          shows=True)])  # a move: the k = 4 run stops at its next pause, k = 8 runs
     worker.join(30)
     assert [task.state for task in worker.tasks] == ["done"] and worker.to_draw() and not worker.to_draw()
+
+
+def test_work_no_longer_asked_for_leaves_while_it_waits_at_a_pause_and_runs_no_further_step():
+    """A page's preview holds the slot while a preview ahead waits at its pause point; the page's run then replaces the
+    list without it: it leaves the queue as the list changes, not after one more step once the preview is done."""
+    from dashboard.background import Background, Task
+
+    admission = Admission()
+    worker, steps, asking = Background(admission), [], threading.Event()
+
+    def ahead(progress, slot):
+        for step in range(1000):
+            steps.append(step)
+            if step == 1:
+                asking.set()
+                waiting(admission, 1)  # the page's preview asks: the next pause gives way to it
+            progress("PGA by layer", step, 1000)
+
+    worker.replace([Task("k = 512, CCR-2", "Previews ahead", Priority.BACKGROUND, ahead, "A")])
+    assert asking.wait(30)
+    with admission.hold(Priority.PREVIEW, "a preview", "A"):
+        assert steps == [0, 1]
+        thread = worker.thread
+        worker.replace([])  # the page run's list, without it
+        thread.join(5)
+        assert not thread.is_alive() and worker.thread is None  # it left while the preview held the slot
+    assert steps == [0, 1]
 
 
 def test_the_status_line_waits_on_a_shown_result_until_it_is_done_and_not_on_work_the_page_does_not_show():
