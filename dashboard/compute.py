@@ -382,29 +382,40 @@ def exact_task(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs:
 
 
 def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> list[Task]:
-    """Each layer's PCA readied, then each of the ``wanted`` (k, CCR) settings in turn, so that a move there draws at
-    once (background work): its preview into memory, or where the exact curve is as quick as a preview
-    (:func:`needs_preview`: k = 1 on the CPU, every k on a GPU) the exact run itself into the disk cache, as
-    :func:`fill_tasks` would make it after every preview (else a jump to k = 1 computes it in the page run: ~1 s drawn,
-    against ~0.5 s read from the cache). A setting whose exact run is stored (the one just left, above all) is not
-    previewed: a move there draws the exact curve."""
-    text, held, identity = corpus(view), states(view, loaded), loaded.ref.identity
+    """Each layer's PCA readied; the null bases of the widest k ``wanted`` drawn (the k slider's end: a jump's preview
+    there spent half its time drawing them, 2 of 4 s at d = 2048, and a preview of any depth at that k uses them);
+    then each of the ``wanted`` (k, CCR) settings in turn, so that a move there draws at once (background work): its
+    preview into memory, or where the exact curve is as quick as a preview (:func:`needs_preview`: k = 1 on the CPU,
+    every k on a GPU) the exact run itself into the disk cache, as :func:`fill_tasks` would make it after every preview
+    (else a jump to k = 1 computes it in the page run: ~1 s drawn, against ~0.5 s read from the cache). A setting
+    whose exact run is stored (the one just left, above all) is not previewed: a move there draws the exact curve."""
+    text, held, identity, d = corpus(view), states(view, loaded), loaded.ref.identity, loaded.anatomy.d_model
 
     def warm(progress, slot) -> None:
         analyses.warm_pga(loaded, text, view.sampling, _settings(loaded, view, None, None), view.compute,
                           progress, states=held, slot=slot)
+
+    widest = max((k for k, _ in wanted), default=1)
+
+    def draw_bases(_progress, slot) -> None:
+        settings = preview_settings(_settings(loaded, view, widest, None), d)
+        analyses.ready_model_bases(loaded, settings, view.compute, slot)
 
     def preview(k: int, c: int):
         exact = _settings(loaded, view, k, (c,))
 
         def run(_progress, slot) -> None:
             if not analyses.model_pga_stored(loaded, exact, held):  # else a move there draws the exact curve
-                analyses.model_pga(loaded, text, view.sampling, preview_settings(exact, loaded.anatomy.d_model),
-                                   compute=view.compute, states=held, slot=slot)
+                analyses.model_pga(loaded, text, view.sampling, preview_settings(exact, d), compute=view.compute,
+                                   states=held, slot=slot)
         return run
 
     scope = _scope(view, loaded)
-    return [Task("PCA of every layer", "Previews ahead", Priority.BACKGROUND, warm, identity, scope)] + [
+    readying = [Task("PCA of every layer", "Previews ahead", Priority.BACKGROUND, warm, identity, scope)]
+    if needs_preview(view.device, widest):
+        readying.append(Task(f"bases of k = {widest}", "Previews ahead", Priority.BACKGROUND, draw_bases, identity,
+                             scope))
+    return readying + [
         Task(f"k = {k}, CCR-{c}", "Previews ahead", Priority.BACKGROUND, preview(k, c), identity, scope)
         if needs_preview(view.device, k) else _fill_task(view, loaded, k, c) for k, c in wanted]
 

@@ -64,10 +64,10 @@ chart(figures.readout_spectrum(basis.singular_values, k), spectrum_table(basis),
 view_state_button(view, k=k, ccr=ccr, layer=layer)
 
 compute.page_drawn()
-# Outside this run: each layer's PCA, the exact runs (the page reruns when they are in), previews of the nearby
-# settings and then of every setting along both sliders (in their place the exact runs of those as quick as a
-# preview: k = 1), then the nearby settings' exact runs. A move replaces the list; a move before the previews are
-# ready previews at once, ahead of the exact run.
+# Outside this run: each layer's PCA, the exact runs (the page reruns when they are in), the null bases of the widest k
+# a move reaches (a jump to the k slider's end), previews of the nearby settings and then of every setting along both
+# sliders (in their place the exact runs of those as quick as a preview: k = 1), then the nearby settings' exact runs. A
+# move replaces the list; a move before the previews are ready previews at once, ahead of the exact run.
 near = nearby(grid, k, ccr)
 exact = [compute.exact_task(view, loaded, *wanted) for wanted, r in zip(asked_for, runs, strict=True) if r.preview]
 ahead = compute.ahead_tasks(view, loaded, list(dict.fromkeys(near + along_sliders(grid, k, ccr))))

@@ -23,6 +23,7 @@ from analysis.geometry.ranks import (
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.runs.pipeline import cached_pga
+from analysis.runs.settings import block_preview
 from analysis.storage.cache import ResultCache
 from analysis.storage.codec import decode, encode
 from analysis.storage.memory import EngineMemory
@@ -452,10 +453,13 @@ def test_large_null_draws_are_drawn_in_smaller_chunks_with_a_pause_between(monke
     assert len(paused) == 4 and torch.allclose(bases[2:], torch.as_tensor(whole[:4], dtype=torch.float32))  # draws 1-4
 
 
-@pytest.mark.parametrize("k, m, pauses", [(64, 40, 2), (64, 16, 0), (8, 40, 0)])
-def test_a_large_projection_pauses_between_chunks_of_subspaces(k, m, pauses):
+@pytest.mark.parametrize("k, m, chunk_projected, pauses",
+                         [(64, 40, 2**31, 2), (64, 16, 2**31, 0), (8, 40, 2**31, 0), (64, 40, 4 * 50 * 96 * 64, 9)])
+def test_a_large_projection_pauses_between_chunks_of_subspaces(k, m, chunk_projected, pauses, monkeypatch):
     """At large k (the batched product) the subspaces are projected ``CHUNK_SUBSPACES`` at a time with the caller's
-    pause between (a layer's projections at d = 2048, k = 1024 held other work off for 1.1 s); the same values."""
+    pause between (a layer's projections at d = 2048, k = 1024 held other work off for 1.1 s), fewer where n d k is
+    large (``CHUNK_PROJECTED``: here 4 at a time); the same values."""
+    monkeypatch.setattr(pga, "CHUNK_PROJECTED", chunk_projected)
     rng = np.random.default_rng(4)
     points, bases = torch.as_tensor(rng.standard_normal((50, 96)), dtype=torch.float32), torch.as_tensor(
         null_bases(96, k, m, 0), dtype=torch.float32)
@@ -479,6 +483,22 @@ def test_candidate_bases_of_a_larger_r_draw_only_the_draws_they_add_and_serve_a_
     assert torch.equal(exact[:31], preview) and torch.equal(again, preview)
     fresh = pga._candidates(EngineMemory(), basis, 4, 100, 0, torch.float32, torch.device("cpu"))[1]
     assert torch.equal(exact, fresh) and torch.equal(exact[0], torch.as_tensor(basis.top(4), dtype=torch.float32))
+
+
+def test_bases_readied_ahead_are_those_a_preview_there_draws_and_it_draws_none(monkeypatch):
+    """``ready_bases`` leaves in memory the candidate bases a sweep of the same settings projects onto: the preview at
+    that k then draws no null basis, and its results are those of a preview that drew its own."""
+    states, w_u = planted_readout(n=96, d=32, k=4, seed=3)
+    basis, settings = readout_basis(w_u), block_preview(PGASettings(ks=(16,), ccrs=(1,)), 32)
+    memory, drawn = EngineMemory(), []
+    pga.ready_bases(basis, settings, "cpu", memory)
+    assert memory.count("candidate bases") == 1
+    real = pga.null_bases
+    monkeypatch.setattr(pga, "null_bases", lambda *args, **kwargs: drawn.append(args) or real(*args, **kwargs))
+    warm = pga_sweep(states[None], basis, settings, device="cpu", memory=memory)
+    assert drawn == []
+    cold = pga_sweep(states[None], basis, settings, device="cpu", memory=EngineMemory())
+    assert len(drawn) == 1 and [r.z for r in warm] == [r.z for r in cold]
 
 
 def test_same_seed_same_null_other_seed_other_null():

@@ -59,6 +59,9 @@ from analysis.storage.memory import EngineMemory, default_memory
 MEMORY_BUDGET_BYTES = 512 * 2**20
 BATCHED_FROM_K = 64  # the projection's faster form on 2 AVX2 cores: one wide matmul below, a batched one from here
 CHUNK_SUBSPACES = 16  # a pause point every 16 subspaces: every ~0.1 s of an exact layer on 2 cores
+# and a projection's chunk at most this many n d k (~0.05 s on 2 AVX2 cores): 16 subspaces at N = 512, d = 2048,
+# k = 1024 took 0.35 s, which a page's own work waited for behind a preview ahead
+CHUNK_PROJECTED = 2**31
 # The layers' CCR-0 projections are kept while they fit in this share of the engine's memory. At half, the background's
 # preview ahead of k = 256 (504 MB at d = 576) pushed out the least recently used half of the memory: the previews of
 # the nearby settings made before it, the layers' PCAs, the bases of the visitor's k (BENCHMARKS.md).
@@ -276,6 +279,20 @@ def _candidates(memory: EngineMemory, basis: ReadoutBasis, k: int, n_null: int, 
     return key, kept[:1 + n_null]
 
 
+def ready_bases(basis: ReadoutBasis, settings: PGASettings, device: str = "auto", memory: EngineMemory | None = None,
+                pause: Callable[[], None] | None = None) -> None:
+    """The candidate bases of each k of ``settings`` (V_k and its R null draws) in ``memory`` (default: the
+    process's), as :func:`pga_sweep` of ``settings`` takes them: a sweep there then projects at once. A jump's preview
+    to k = 1024 at d = 2048 spent 2 of its 4 s on 2 cores drawing its 20 bases."""
+    for k in settings.ks:
+        _candidates(memory or default_memory(), basis, k, settings.n_null, settings.seed, _projection_dtype(settings),
+                    pick_device(device), pause)
+
+
+def _projection_dtype(settings: PGASettings) -> torch.dtype:
+    return torch.bfloat16 if settings.projection == "bfloat16" else torch.float32
+
+
 @dataclass(frozen=True)
 class PairDesign:
     """Which pairs are scored: the tokens taken in ``order`` ``[B * b]`` fall into B consecutive blocks of
@@ -337,21 +354,22 @@ def _project(points: torch.Tensor, bases: torch.Tensor, out: torch.Tensor | None
     """``[m, n, k]`` float32: ``points`` ``[n, d]`` projected onto each basis of ``bases`` ``[m, d, k]``, multiplied in
     the bases' dtype; into ``out`` when given (a slice of a larger projection: no copy to join them after). ``pause``:
     called between chunks of ``CHUNK_SUBSPACES`` subspaces where k is large (a layer's 101 projections at d = 2048,
-    k = 1024 are 1.1 s on 2 AVX2 cores)."""
-    if pause is not None and bases.shape[-1] >= BATCHED_FROM_K and len(bases) > CHUNK_SUBSPACES:
-        out = torch.empty((len(bases), len(points), bases.shape[-1]), device=points.device) if out is None else out
-        for start in range(0, len(bases), CHUNK_SUBSPACES):
+    k = 1024 are 1.1 s on 2 AVX2 cores), fewer where n d k is large (``CHUNK_PROJECTED`` a chunk at most)."""
+    m, d, k = bases.shape
+    chunk = max(1, min(CHUNK_SUBSPACES, CHUNK_PROJECTED // (len(points) * d * k)))
+    if pause is not None and k >= BATCHED_FROM_K and m > chunk:
+        out = torch.empty((m, len(points), k), device=points.device) if out is None else out
+        for start in range(0, m, chunk):
             if start:
                 pause()
-            _project(points, bases[start:start + CHUNK_SUBSPACES], out[start:start + CHUNK_SUBSPACES])
+            _project(points, bases[start:start + chunk], out[start:start + chunk])
         return out
     points = points.to(bases.dtype)
-    if bases.shape[-1] >= BATCHED_FROM_K:  # one batched matmul straight into [m, n, k]
+    if k >= BATCHED_FROM_K:  # one batched matmul straight into [m, n, k]
         if out is not None and bases.dtype == torch.float32:
             return torch.matmul(points[None], bases, out=out)
         projected = torch.matmul(points[None], bases).float()
     else:  # one wide matmul, then [m, n, k] (3x faster Grams after)
-        m, d, k = bases.shape
         projected = (points @ bases.permute(1, 0, 2).reshape(d, m * k)).float().reshape(len(points), m, k)
         projected = projected.permute(1, 0, 2)
     return projected.contiguous() if out is None else out.copy_(projected)
@@ -695,7 +713,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     memory = memory or default_memory()
     design_key = (n, settings.max_pairs, settings.seed, settings.pair_blocks)
     design, _ = memory.remember("pair design", design_key, partial(_design_with_rows, *design_key))
-    projection = torch.bfloat16 if settings.projection == "bfloat16" else torch.float32
+    projection = _projection_dtype(settings)
     candidates = {k: _candidates(memory, basis, k, settings.n_null, settings.seed, projection, torch_device, pause)
                   for k in settings.ks}
     # the CCR-0 projections onto the subspaces a preview scores are kept, for every layer of the states, while they fit

@@ -34,7 +34,7 @@ from analysis.data.corpus import Corpus, Sampling, text_chunks
 from analysis.data.labelled import Labelled
 from analysis.errors import require
 from analysis.geometry.convergence import convergence
-from analysis.geometry.pga import PGASettings, default_k, pga_sweep, validate_states
+from analysis.geometry.pga import PGASettings, default_k, pga_sweep, ready_bases, validate_states
 from analysis.geometry.probes import probe_layers
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.token_map import token_class, token_map
@@ -169,6 +169,16 @@ def warm_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings: 
     entry = states or model_hidden_states(loaded, corpus, sampling, compute, progress)
     ready_pcas(entry.value.states, entry.provenance["spec"], settings, None, compute.device, progress=progress,
                slot=slot, memory=memory)
+
+
+def ready_model_bases(loaded: LoadedModel, settings: PGASettings, compute: Compute = DEFAULT_COMPUTE,
+                      slot: Callable[[], AbstractContextManager] = nullcontext,
+                      memory: EngineMemory | None = None) -> None:
+    """The candidate bases that :func:`model_pga` of ``settings`` projects onto, in the engine's memory
+    (``ready_bases``), drawn inside ``slot``; arguments as :func:`model_pga`."""
+    basis = model_readout(loaded, memory=memory)
+    with slot() as pause:
+        ready_bases(basis, settings, compute.device, memory, pause)
 
 
 def model_triage(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, compute: Compute = DEFAULT_COMPUTE,
