@@ -50,12 +50,12 @@ from analysis.runs import analyses
 from analysis.runs.series import free_memory, stored_series
 from analysis.runs.settings import (
     DEFAULT_CCR,
-    PREVIEW_FIRST_LAYERS,
     PREVIEW_SECONDS,
     ModelChoice,
     block_preview,
     needs_preview,
     pga_settings,
+    preview_first_layers,
     preview_layers,
     preview_order,
     preview_settings,
@@ -301,7 +301,7 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs
     """The preview made ahead (``preview_settings``) when every layer of it is remembered; else the quickest one,
     made now. Where the page shows ``shown_layer`` beside the curve: up to k = 16 and N = 512, where ranking is most of
     the work, the exact run itself at a few layers and that one (``preview_layers``: it then computes only the
-    others); else ``block_preview`` at ``PREVIEW_FIRST_LAYERS`` layers of ``preview_order`` (with that one), then at
+    others); else ``block_preview`` at ``preview_first_layers`` layers of ``preview_order`` (with that one), then at
     more while the preview has taken less than ``PREVIEW_SECONDS`` (a jump to a wide k drew nothing for 2-5 s on
     2 cores while every layer's preview projected). Without ``shown_layer``, ``block_preview`` at every layer. (Up to
     k = 16 a preview made ahead scores the exact sweep's first draws on every pair, which the exact run then need not
@@ -337,7 +337,8 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs
         if exact_layers is not None:
             return replace(run(exact, exact_layers), preview=True, of_layers=n_entries)
         started, order = time.monotonic(), preview_order(n_entries, shown_layer)
-        first, rest = run(own, order[:PREVIEW_FIRST_LAYERS]), order[PREVIEW_FIRST_LAYERS:]
+        count = preview_first_layers(own, n_tokens, d)
+        first, rest = run(own, order[:count]), order[count:]
         more = run(own, rest, started + PREVIEW_SECONDS).results if rest else ()
     done = sorted(first.results + more, key=lambda result: result.layer)  # stable: each layer's k and CCR in order
     return replace(first, results=tuple(done),

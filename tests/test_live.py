@@ -31,6 +31,7 @@ from analysis.runs.settings import (
     k_grid,
     nearby,
     pga_settings,
+    preview_first_layers,
     preview_layers,
     preview_n_null,
     preview_order,
@@ -311,6 +312,18 @@ def test_previews_take_fewer_null_draws_where_a_draw_is_wide():
     assert preview_n_null(pga_settings(576, (8,), n_null=12), 576) == 12
     assert preview_n_null(pga_settings(2048, (1024,), n_null=5), 2048) == 5
     assert preview_n_null(pga_settings(8192, (4096,)), 8192) == 20
+
+
+def test_a_page_preview_on_blocks_draws_five_layers_first_and_three_where_each_is_a_large_projection():
+    """Five layers first at the built-in model's every k and at the papers' sizes up to k = 512; three (the first,
+    the last, the one shown) where (R' + 1) N d k passes 2^36 / 5: Pythia-1B's shape at k = 1024, or N = 2048."""
+    def first(d, k, n_tokens=512):
+        return preview_first_layers(block_preview(pga_settings(d, (k,)), d), n_tokens, d)
+
+    assert {first(576, k) for k in k_grid(576)} == {5}
+    assert [first(1024, 512), first(2048, 512), first(2048, 1024), first(2048, 512, 2048), first(4096, 2048)] == [
+        5, 5, 3, 3, 3]
+    assert first(2048, 1024, 1024) == 3 and first(2048, 256, 1024) == 5
 
 
 def test_previews_score_every_pair_where_ranking_is_most_of_the_work():
@@ -1142,6 +1155,9 @@ def test_above_n_512_the_page_previews_on_blocks_a_few_layers_first_then_more_wh
     layers, caption = page(25)
     assert layers == [0, 5, 10, 13, 16]
     assert "inside blocks of 128 tokens, 30 null draws, at 5 of 17 layers (the others follow)" in caption
+    monkeypatch.setattr(run_settings, "PREVIEW_FIRST_WORK", 1)  # each layer's projections large: three layers first
+    layers, caption = page(26)
+    assert layers == [0, 5, 16] and "at 3 of 17 layers (the others follow)" in caption
 
 
 def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_exactly_in_the_previews_place(
