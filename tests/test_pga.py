@@ -485,6 +485,32 @@ def test_candidate_bases_of_a_larger_r_draw_only_the_draws_they_add_and_serve_a_
     assert torch.equal(exact, fresh) and torch.equal(exact[0], torch.as_tensor(basis.top(4), dtype=torch.float32))
 
 
+def test_candidate_bases_drawn_before_a_stop_are_kept_and_the_next_call_draws_only_the_rest(monkeypatch):
+    """Work stopped at a pause while drawing (the background's, for a visitor's jump) leaves the chunks drawn so far
+    in memory: the next call draws only the rest, into the same tensor, and the bases equal those drawn at once; a
+    larger R then grows them into a new tensor, drawing only what it adds."""
+    _, w_u = planted_readout(n=64, d=32, k=4, seed=2)
+    basis, memory, firsts, pauses = readout_basis(w_u), EngineMemory(), [], []
+
+    def stop_at_the_second_pause():
+        pauses.append(1)
+        if len(pauses) == 2:
+            raise KeyboardInterrupt  # what a stopped task raises from its pause, as far as the engine knows
+
+    with pytest.raises(KeyboardInterrupt):
+        pga._candidates(memory, basis, 4, 20, 0, torch.float32, torch.device("cpu"), stop_at_the_second_pause)
+    (kept, count), = [value for (kind, _), (value, _) in memory.items.items() if kind == "candidate bases"]
+    assert count == 1 + 2 * pga.NULL_CHUNK  # V_k and the first two chunks
+    drawn = pga.null_bases
+    monkeypatch.setattr(pga, "null_bases",
+                        lambda *args, first=0, **out: firsts.append(first) or drawn(*args, first=first, **out))
+    _, resumed = pga._candidates(memory, basis, 4, 20, 0, torch.float32, torch.device("cpu"))
+    _, larger = pga._candidates(memory, basis, 4, 30, 0, torch.float32, torch.device("cpu"))
+    assert firsts == [2 * pga.NULL_CHUNK, 20] and resumed.data_ptr() == kept.data_ptr()
+    fresh = pga._candidates(EngineMemory(), basis, 4, 30, 0, torch.float32, torch.device("cpu"))[1]
+    assert torch.equal(resumed, fresh[:21]) and torch.equal(larger, fresh)
+
+
 def test_bases_readied_ahead_are_those_a_preview_there_draws_and_it_draws_none(monkeypatch):
     """``ready_bases`` leaves in memory the candidate bases a sweep of the same settings projects onto: the preview at
     that k then draws no null basis, and its results are those of a preview that drew its own."""

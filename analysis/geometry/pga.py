@@ -223,7 +223,7 @@ NULL_CHUNK_VALUES = 2**31  # d k^2 of a chunk
 
 
 def null_bases(d: int, k: int, n_null: int, seed: int, first: int = 0, out: torch.Tensor | None = None,
-               pause: Callable[[], None] | None = None):
+               pause: Callable[[], None] | None = None, drawn: Callable[[int], None] | None = None):
     """``[R - first, d, k]`` orthonormal bases uniform on the Grassmannian: draws ``first`` .. R - 1, draw j the
     orthonormalised columns of a ``[d, k]`` standard Gaussian G from its own stream ``(seed, NULL_STREAM, j)``, whose
     first k x d values are its columns. So the first R of a larger R are the same draws, and the draws are nested in
@@ -237,7 +237,8 @@ def null_bases(d: int, k: int, n_null: int, seed: int, first: int = 0, out: torc
     ``NULL_CHUNK`` draws at a time, so no float64 copy of all of them is ever made (1.2 GB at d = 2048, k = 1024,
     70 draws). The Gaussians are drawn on the CPU and orthonormalised on ``out``'s device, on a GPU in float64 there
     too: 100 draws at d = 2048, k = 1024 in 1.0 s against 2.6 s on an H200 machine's 16 CPU cores, within 2e-9.
-    ``pause`` is called between chunks (fewer than ``NULL_CHUNK`` draws where a draw is large)."""
+    ``pause`` is called between chunks (fewer than ``NULL_CHUNK`` draws where a draw is large), ``drawn(j)`` after
+    each, draws ``first`` .. j - 1 being in."""
     filled = torch.empty((n_null - first, d, k), dtype=torch.float64) if out is None else out
     chunk = max(1, min(NULL_CHUNK, NULL_CHUNK_VALUES // (d * k * k)))
     for start in range(first, n_null, chunk):
@@ -245,6 +246,8 @@ def null_bases(d: int, k: int, n_null: int, seed: int, first: int = 0, out: torc
             pause()
         stop = min(n_null, start + chunk)
         filled[start - first:stop - first] = _orthonormal_draws(d, k, seed, range(start, stop), filled.device)
+        if drawn is not None:
+            drawn(stop)
     return filled.numpy() if out is None else out
 
 
@@ -267,16 +270,28 @@ def _candidates(memory: EngineMemory, basis: ReadoutBasis, k: int, n_null: int, 
     remembered in ``memory`` under the key, since the dashboard asks for one layer at a time. The key names V_k
     (its first part: the basis's digest and k) and the draws but not R: the draws are nested in R, so the bases of a
     larger R serve a smaller one, and a larger R draws only the bases it adds (a preview's 30, then an exact run's
-    100). ``pause``: called while the bases are drawn (:func:`null_bases`)."""
+    100). Remembered as (bases, count): the first ``count`` are in, the rest still to draw, each chunk's draws
+    remembered as soon as they are drawn, so that work stopped in the middle (the background's, for a visitor's
+    jump to the k it was drawing for) loses none (the next call draws the rest into the same tensor where it is large
+    enough). ``pause``: called while the bases are drawn (:func:`null_bases`)."""
     key = ((basis.digest, k), seed, str(dtype), str(device))
-    kept = memory.get("candidate bases", key)
-    if kept is None or len(kept) < 1 + n_null:
-        grown = torch.empty((1 + n_null, basis.d, k), dtype=dtype, device=device)
-        have = 1 if kept is None else len(kept)
-        grown[:have] = torch.as_tensor(basis.top(k)[None]) if kept is None else kept
-        null_bases(basis.d, k, n_null, seed, first=have - 1, out=grown[have:], pause=pause)
-        kept = memory.put("candidate bases", key, grown)
-    return key, kept[:1 + n_null]
+    bases, count = memory.get("candidate bases", key) or (None, 0)
+    if count < 1 + n_null:
+        if bases is None or len(bases) < 1 + n_null:
+            grown = torch.empty((1 + n_null, basis.d, k), dtype=dtype, device=device)
+            grown[:count] = bases[:count] if count else grown[:0]
+            bases = grown
+        if not count:
+            bases[0], count = torch.as_tensor(basis.top(k)), 1
+
+        def drawn(stop: int) -> None:  # unless another call has remembered more draws meanwhile
+            kept = memory.get("candidate bases", key)
+            if kept is None or kept[1] < 1 + stop:
+                memory.put("candidate bases", key, (bases, 1 + stop))
+
+        null_bases(basis.d, k, n_null, seed, first=count - 1, out=bases[count:1 + n_null], pause=pause, drawn=drawn)
+        drawn(n_null)
+    return key, bases[:1 + n_null]
 
 
 def ready_bases(basis: ReadoutBasis, settings: PGASettings, device: str = "auto", memory: EngineMemory | None = None,
