@@ -279,7 +279,8 @@ def _candidates(memory: EngineMemory, basis: ReadoutBasis, k: int, n_null: int, 
     if count < 1 + n_null:
         if bases is None or len(bases) < 1 + n_null:
             grown = torch.empty((1 + n_null, basis.d, k), dtype=dtype, device=device)
-            grown[:count] = bases[:count] if count else grown[:0]
+            if count:
+                grown[:count] = bases[:count]
             bases = grown
         if not count:
             bases[0], count = torch.as_tensor(basis.top(k)), 1
