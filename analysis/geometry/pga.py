@@ -291,7 +291,6 @@ def _candidates(memory: EngineMemory, basis: ReadoutBasis, k: int, n_null: int, 
                 memory.put("candidate bases", key, (bases, 1 + stop))
 
         null_bases(basis.d, k, n_null, seed, first=count - 1, out=bases[count:1 + n_null], pause=pause, drawn=drawn)
-        drawn(n_null)
     return key, bases[:1 + n_null]
 
 
