@@ -7,7 +7,8 @@ longer asks for a task stops it at its next pause point, or while it waits for t
 stay in the disk cache), and one that asks for more urgent work first (a move's exact curve before the
 previews around it) puts it back in line there; a closed tab's work waits there until its visitor is back (a
 reconnected tab resumes it). :func:`show_status` draws one quiet line of what is ready, refreshed while work
-runs, and reruns the page as soon as a task whose result the page shows is done.
+runs, and reruns the page as soon as a task whose result the page shows is done (and every few seconds while a long
+one's layers come in, where the page draws them).
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ POLL_SECONDS = 0.05
 # holds the cores while it draws it (its own quiet replaces this one). Taken after the slot was free, a preview ahead
 # ran beside that rerun until its first pause point.
 RERUN_SECONDS = 1.0
+# A task whose finished layers the page draws (``Task.shows_layers``: an exact curve of 25-35 s at the Pythia-1B
+# shape, whose preview showed three layers meanwhile) reruns the page this often at most, while at least as long is
+# left: each rerun held the run off for about half a second.
+LAYERS_SECONDS = 6.0
 
 
 class Superseded(Exception):
@@ -65,7 +70,8 @@ class Preempted(Exception):
 class Task:
     """One piece of work: ``run(progress, slot)`` computes into the caches (``slot``: the library's pause
     points); ``group`` and ``key`` name it in the status line; ``scope`` is everything else its result
-    depends on (model, text, sampling, seed); ``shows`` marks a result the page draws when it is done."""
+    depends on (model, text, sampling, seed); ``shows`` marks a result the page draws when it is done,
+    ``shows_layers`` one it also draws as its layers come in (``LAYERS_SECONDS``)."""
 
     key: str
     group: str
@@ -74,13 +80,16 @@ class Task:
     model: str | None = None
     scope: str = ""
     shows: bool = False
+    shows_layers: bool = False
     state: str = "waiting"  # waiting | running | done | failed | stopped
     stage: str = ""
     done: int = 0
     total: int = 0
     left: str = ""  # ", about 40 s left" while a stage runs (``analysis.progress.TimeLeft``)
+    seconds_left: float | None = None
     error: str = ""
     rerun: bool = False  # a "shows" task done: the page has been rerun to draw it (once)
+    drawn: tuple[str, int, float] = ("", 0, 0.0)  # a "shows_layers" task's stage, count done and time when last drawn
 
     @property
     def identity(self) -> tuple[str, str, str]:
@@ -165,7 +174,7 @@ class Background:
             if self._preempted(task):
                 raise Preempted
 
-        task.state = "running"
+        task.state, task.drawn = "running", ("", 0, time.monotonic())  # the page has just drawn what it had
         try:
             with self.admission.hold(lambda: self._asking(task), task.group, task.model, self.owner,
                                      leave) as step:
@@ -174,6 +183,7 @@ class Background:
                 def progress(stage: str, done: int, total: int) -> None:
                     left = time_left.seconds(stage, done, total)
                     task.stage, task.done, task.total, task.left = stage, done, total, TimeLeft.describe(left)
+                    task.seconds_left = left
                     step()
 
                 step()
@@ -242,6 +252,18 @@ class Background:
                 task.rerun = True
             return bool(ready)
 
+    def to_draw_layers(self) -> bool:
+        """A running task whose finished layers the page draws (``shows_layers``) has done more since the page drew
+        them, ``LAYERS_SECONDS`` or more ago, and has at least as long left: the page should rerun to draw them."""
+        now = time.monotonic()
+        with self.lock:
+            due = [task for task in self.tasks if task.shows_layers and task.state == "running"
+                   and (task.stage, task.done) != task.drawn[:2] and now - task.drawn[2] >= LAYERS_SECONDS
+                   and (task.seconds_left or 0.0) >= LAYERS_SECONDS]
+            for task in due:
+                task.drawn = (task.stage, task.done, now)
+            return bool(due)
+
     def failures(self) -> list[Task]:
         with self.lock:
             return [task for task in self.tasks if task.state == "failed"]
@@ -267,6 +289,8 @@ def show_status(background: Background) -> None:
                 drawn, drawn_at = text, time.monotonic()
             background.wait_shown(POLL_SECONDS)
             _ = "background" in st.session_state  # where Streamlit stops this run for a visitor's newer one
+            if background.to_draw_layers():
+                st.rerun(scope="app")
         if background.to_draw() or (refresh and background.idle()):
             st.rerun(scope="app")
         if text := background.line():

@@ -307,10 +307,22 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs
     k = 16 a preview made ahead scores the exact sweep's first draws on every pair, which the exact run then need not
     score, but made while the visitor waits it came 0.3-0.5 s later than one on 128-token blocks, BENCHMARKS.md.)
     Where a preview would not pay (a GPU, k = 1: :func:`needs_preview`) the exact run itself. At the policy's first
-    priority: other work steps aside at its next pause point."""
+    priority: other work steps aside at its next pause point. The exact run's layers stored so far take the
+    preview's place (:meth:`PGARun.with_exact`): a long exact run is drawn layer by layer (``Task.shows_layers``)."""
     if not needs_preview(view.device, k):
         return pga(view, loaded, k, ccrs)
-    exact, held, d = _settings(loaded, view, k, ccrs), states(view, loaded), loaded.anatomy.d_model
+    exact, held = _settings(loaded, view, k, ccrs), states(view, loaded)
+    so_far = analyses.model_pga_so_far(loaded, exact, held)
+    drawn = _preview_pga(view, loaded, exact, held, shown_layer, {result.layer for result in so_far})
+    return drawn.with_exact([result for result in so_far if result.layer not in drawn.exact_layers], exact)
+
+
+def _preview_pga(view: ViewState, loaded: LoadedModel, exact: PGASettings, held: Entry, shown_layer: int | None,
+                 done: set[int] = frozenset()) -> PGARun:
+    """:func:`preview_pga`'s preview of the ``exact`` settings on the hidden states ``held``, but at the layers
+    ``done`` (the exact run's, stored): while the exact run stores its layers, the page's rerun to draw them draws
+    the preview it made at the others and computes nothing more."""
+    d = loaded.anatomy.d_model
     ahead, own = preview_settings(exact, d), block_preview(exact, d)
     if ahead != own:  # else the page's own run below finds the layers made ahead
         made = analyses.model_pga(loaded, corpus(view), view.sampling, ahead, compute=view.compute, states=held,
@@ -332,17 +344,28 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs
                                       states=held, slot=slot, until=until)
 
         if shown_layer is None:
-            return run(own)
+            return _of_layers(run(own, [layer for layer in range(n_entries) if layer not in done]), n_entries)
         exact_layers = preview_layers(exact, n_tokens, n_entries, shown_layer)
         if exact_layers is not None:
-            return replace(run(exact, exact_layers), preview=True, of_layers=n_entries)
-        started, order = time.monotonic(), preview_order(n_entries, shown_layer)
+            return replace(run(exact, exact_layers), preview=True, of_layers=n_entries,
+                           exact_layers=tuple(exact_layers))
+        started = time.monotonic()
+        order = [layer for layer in preview_order(n_entries, shown_layer) if layer not in done]
         count = preview_first_layers(own, n_tokens, d)
+        if done:  # what is remembered (a time long past: nothing computed), if with the exact layers it is enough
+            drawn = run(own, order, 0.0)
+            if len(done) + len({result.layer for result in drawn.results}) >= count:
+                return _of_layers(drawn, n_entries)
         first, rest = run(own, order[:count]), order[count:]
         more = run(own, rest, started + PREVIEW_SECONDS).results if rest else ()
-    done = sorted(first.results + more, key=lambda result: result.layer)  # stable: each layer's k and CCR in order
-    return replace(first, results=tuple(done),
-                   of_layers=n_entries if len({result.layer for result in done}) < n_entries else None)
+    return _of_layers(replace(first, results=first.results + more), n_entries)
+
+
+def _of_layers(preview: PGARun, n_entries: int) -> PGARun:
+    """``preview`` with its results in layer order and ``of_layers`` set where it lacks some of the ``n_entries``."""
+    results = sorted(preview.results, key=lambda result: result.layer)  # stable: each layer's k and CCR in order
+    return replace(preview, results=tuple(results),
+                   of_layers=n_entries if len({result.layer for result in results}) < n_entries else None)
 
 
 def pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
@@ -362,24 +385,28 @@ def _scope(view: ViewState, loaded: LoadedModel) -> str:
 
 
 def exact_task(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs: tuple[int, ...] | None = None,
-               shows: bool = True, group: str = "Exact curve", states_in_task: bool = False) -> Task:
+               shows: bool = True, group: str = "Exact curve", states_in_task: bool = False,
+               shown_layer: int | None = None) -> Task:
     """The exact run as background work: the page shows its preview meanwhile and reruns when it is done
     (``shows``); as fill (``shows=False``) at the lowest priority, pushing nothing out of the engine's memory
     (:class:`ModestMemory`). ``states_in_task``: the task reads (or computes) the hidden states itself, for a page that
-    has not got them yet."""
+    has not got them yet. ``shown_layer``: the layer the page shows beside the curve, whose preview (``preview_pga``)
+    draws the layers stored so far: the run computes the layers in ``preview_order`` from it, spread out, and the page
+    is rerun to draw them as they come (``Task.shows_layers``)."""
     settings, text = _settings(loaded, view, k, ccrs), corpus(view)
     held = None if states_in_task else states(view, loaded)
     memory = default_memory() if shows else ModestMemory(default_memory())
+    layers = None if held is None or shown_layer is None else preview_order(held.value.n_layers, shown_layer)
 
     def run(progress, slot) -> None:
         if held is not None and analyses.model_pga_stored(loaded, settings, held):
             return  # stored meanwhile, or before: nothing to compute, nothing to read here
-        analyses.model_pga(loaded, text, view.sampling, settings, compute=view.compute, progress=progress,
-                           states=held, slot=slot, memory=memory)
+        analyses.model_pga(loaded, text, view.sampling, settings, layers, view.compute, progress, states=held,
+                           slot=slot, memory=memory)
 
     priority = Priority.NEXT if shows else Priority.BACKGROUND
     return Task(f"k = {settings.ks[0]}, CCR-{', '.join(map(str, settings.ccrs))}", group, priority, run,
-                loaded.ref.identity, _scope(view, loaded), shows)
+                loaded.ref.identity, _scope(view, loaded), shows, shows and layers is not None)
 
 
 def ahead_tasks(view: ViewState, loaded: LoadedModel, wanted: list[tuple[int, int]]) -> list[Task]:

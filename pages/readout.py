@@ -69,6 +69,7 @@ compute.page_drawn()
 # sliders (in their place the exact runs of those as quick as a preview: k = 1), then the nearby settings' exact runs. A
 # move replaces the list; a move before the previews are ready previews at once, ahead of the exact run.
 near = nearby(grid, k, ccr)
-exact = [compute.exact_task(view, loaded, *wanted) for wanted, r in zip(asked_for, runs, strict=True) if r.preview]
+exact = [compute.exact_task(view, loaded, *wanted, shown_layer=layer)
+         for wanted, r in zip(asked_for, runs, strict=True) if r.preview]
 ahead = compute.ahead_tasks(view, loaded, list(dict.fromkeys(near + along_sliders(grid, k, ccr))))
 compute.background(ahead[:1] + exact + ahead[1:] + compute.fill_tasks(view, loaded, near), status)

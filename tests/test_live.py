@@ -1160,6 +1160,113 @@ def test_above_n_512_the_page_previews_on_blocks_a_few_layers_first_then_more_wh
     assert layers == [0, 5, 16] and "at 3 of 17 layers (the others follow)" in caption
 
 
+def test_a_long_exact_run_is_drawn_layer_by_layer_in_the_previews_place_and_the_page_computes_nothing_more(
+        deep_model, monkeypatch):
+    """The exact run computes the layers spread out from the one shown (``preview_order``); while it stores them, the
+    page draws each stored layer in its preview's place (filled markers; the preview's own open) and its rerun to draw
+    them computes nothing; once every layer is stored, the exact curve."""
+    from dashboard import compute
+
+    monkeypatch.setattr(compute, "PREVIEW_SECONDS", -1.0)  # the preview's five first layers, no more
+
+    def page():
+        app = run_page("pages/readout.py", settle=False, model=deep_model, n_tokens=1024, k=8, ccr=2, seed=27,
+                       layer=5)
+        tasks = app.session_state["background"].tasks
+        app.session_state["background"].replace([])
+        assert not app.exception
+        return json.loads(app.get("plotly_chart")[0].proto.spec), " ".join(shown(c.value) for c in app.caption), tasks
+
+    spec, caption, tasks = page()
+    assert [task.shows_layers for task in tasks if task.group == "Exact curve"] == [True]
+    z = spec["data"][0]
+    assert decode(z["x"]) == [0, 5, 10, 13, 16] and set(z["marker"]["symbol"]) == {"circle-open"}
+
+    view = compute.ViewState(model=str(deep_model), n_tokens=1024, seed=27)
+    loaded = analyses.open_model(view.choice, CPU)
+    states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
+    exact, order = pga_settings(32, (8,), (2,), seed=27), preview_order(17, 5)
+    stored = analyses.model_pga(loaded, builtin_corpus(), view.sampling, exact, order[:3] + [7], CPU, states=states)
+    so_far = analyses.model_pga_so_far(loaded, exact, states)
+    assert [(r.layer, r.z) for r in so_far] == sorted((r.layer, r.z) for r in stored.results)
+    computed = []
+    sweep = pipeline.pga_sweep
+    monkeypatch.setattr(pipeline, "pga_sweep", lambda *a, **kw: computed.extend(a[3]) or sweep(*a, **kw))
+    spec, caption, _ = page()
+    assert computed == []  # the preview's own layers are remembered, the exact ones read
+    z = spec["data"][0]
+    layers, symbols = decode(z["x"]), dict(zip(decode(z["x"]), z["marker"]["symbol"], strict=True))
+    assert layers == [0, 5, 7, 10, 13, 16] and "Preview" in spec["layout"]["title"]["text"]
+    assert [layer for layer in layers if symbols[layer] == "circle"] == [0, 5, 7, 16]
+    exact_z = {r.layer: r.z for r in stored.results}
+    assert [y for layer, y in zip(layers, decode(z["y"]), strict=True) if layer in exact_z] == pytest.approx(
+        [exact_z[layer] for layer in (0, 5, 7, 16)])
+    assert ("the exact run's 523,776 pairs and 100 null draws at 4 layers (filled markers); 65,024 pairs inside "
+            "blocks of 128 tokens, 30 null draws at 2 (open markers), at 6 of 17 layers (the others follow)") in caption
+
+    analyses.model_pga(loaded, builtin_corpus(), view.sampling, exact, compute=CPU, states=states)
+    computed.clear()
+    spec, caption, tasks = page()
+    assert "Preview" not in spec["layout"]["title"]["text"] and "Preview on" not in caption
+    assert decode(spec["data"][0]["x"]) == list(range(17)) and computed == []
+    assert "Exact curve" not in [task.group for task in tasks]
+
+
+def test_the_exact_runs_layers_take_a_previews_place_and_all_of_them_are_the_exact_run():
+    """``PGARun.with_exact``: the exact results replace the preview's at their layers and add the others (layer order,
+    filled markers against the preview's open ones); at every layer the result is the exact run, settings and all."""
+    rng = np.random.default_rng(3)
+    states, w_u = rng.standard_normal((4, 300, 24)), rng.standard_normal((50, 24))
+    exact_settings = pga_settings(24, (4,), (0, 1), n_null=20)
+    exact = analyses.arrays_pga(states, w_u, exact_settings, device="cpu")
+    preview = replace(analyses.arrays_pga(states, w_u, block_preview(exact_settings, 24), [0, 2], "cpu"),
+                      preview=True, of_layers=4)
+
+    mixed = preview.with_exact([r for r in exact.results if r.layer in (2, 3)], exact_settings)
+    assert [(r.layer, r.ccr) for r in mixed.results] == [(0, 0), (0, 1), (2, 0), (2, 1), (3, 0), (3, 1)]
+    assert mixed.preview and mixed.exact_layers == (2, 3) and mixed.of_layers == 4
+    assert [r.z for r in mixed.results[2:]] == [r.z for r in exact.results[4:]]
+    assert mixed.z_figure().data[0].marker.symbol == ("circle-open", "circle", "circle")
+    assert ("Preview on the exact run's 44,850 pairs and 20 null draws at 2 layers (filled markers); 16,256 pairs "
+            "inside blocks of 128 tokens, 20 null draws at 1 (open markers), at 3 of 4 layers (the others follow)"
+            in mixed.describe())
+
+    whole = mixed.with_exact([r for r in exact.results if r.layer in (0, 1)], exact_settings)
+    assert not whole.preview and whole.settings == exact_settings and whole.of_layers is None
+    assert [(r.layer, r.ccr, r.z) for r in whole.results] == [(r.layer, r.ccr, r.z) for r in exact.results]
+    assert whole.z_figure().data[0].marker.symbol is None and whole.describe() == exact.describe()
+
+
+def test_a_shown_results_layers_rerun_the_page_every_few_seconds_while_as_long_is_left(monkeypatch):
+    """A task whose layers the page draws as they come (``shows_layers``) reruns the page once ``LAYERS_SECONDS`` have
+    passed with layers done since the last draw, while at least as long is left; near its end it waits for the
+    result; a task that does not draw its layers never reruns the page before it is done."""
+    from dashboard import background
+    from dashboard.background import Background, Task
+
+    page = _Page()
+    monkeypatch.setattr(background, "st", page)
+    monkeypatch.setattr(background, "LAYERS_SECONDS", 0.6)
+
+    def exact(progress, slot):
+        for layer in range(200):  # 2 s: the time left is estimated from the first second on
+            progress("PGA by layer", layer, 200)
+            time.sleep(0.01)
+
+    for shows_layers, reruns_at in ((True, (1.0, 2.0)), (False, (2.0,))):
+        worker = Background(Admission())
+        worker.replace([Task("k = 4, CCR-1", "Exact curve", Priority.NEXT, exact, "A", shows=True,
+                             shows_layers=shows_layers)])
+        background.show_status(worker)
+        status, begun = page.run_every[0], time.monotonic()
+        for at in reruns_at:
+            with pytest.raises(_Rerun, match="app"):
+                status()
+            assert at - 0.05 < time.monotonic() - begun < at + 0.5
+        assert worker.tasks[0].state == "done"
+        worker.join(30)
+
+
 def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_exactly_in_the_previews_place(
         tiny_models):
     """At k = 1 the exact sweep counts its tie runs, as quick as a preview: the page run draws the exact curve (no

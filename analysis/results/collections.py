@@ -54,6 +54,7 @@ class PGARun:
     provenance: dict | None = field(default=None, compare=False)
     preview: bool = False  # computed on less work (``preview_settings``); the exact run replaces it
     of_layers: int | None = None  # a preview of some of the layers: how many the states have
+    exact_layers: tuple[int, ...] = ()  # a preview's layers that hold the exact run's results (:meth:`with_exact`)
 
     @property
     def n_tokens(self) -> int:
@@ -65,12 +66,38 @@ class PGARun:
 
     @property
     def preview_work(self) -> str:
-        """What a preview was computed on, in words."""
-        pairs = f"{self.n_pairs:,} pairs"
-        words = preview_words(self.settings.spec, pairs) if self.settings.preview else f"{pairs} (exact)"
+        """What a preview was computed on, in words: first the exact run's layers in it (:meth:`with_exact`)."""
+        mixed = self.settings.preview and bool(self.exact_layers)
+        own = [r for r in self.results if r.layer not in self.exact_layers] if mixed else list(self.results)
+        parts = []
+        if mixed:
+            exact = next(r for r in self.results if r.layer in self.exact_layers)
+            parts.append(f"the exact run's {exact.n_pairs:,} pairs and {len(exact.null)} null draws at "
+                         f"{len(self.exact_layers)} layers (filled markers)")
+        if own:
+            pairs = f"{own[0].n_pairs:,} pairs"
+            words = preview_words(self.settings.spec, pairs) if self.settings.preview else f"{pairs} (exact)"
+            parts.append(words + (f" at {len({r.layer for r in own})} (open markers)" if mixed else ""))
+        text = "; ".join(parts)
         if self.of_layers is not None:
-            words += f", at {len(self.at())} of {self.of_layers} layers (the others follow)"
-        return words
+            text += f", at {len(self.at())} of {self.of_layers} layers (the others follow)"
+        return text
+
+    def with_exact(self, exact: list[LayerPGA], settings: PGASettings) -> PGARun:
+        """This preview with the exact run's results (of ``settings``, at the same k and CCR depths) in place of its
+        own at their layers, so that an exact curve is drawn layer by layer as it is stored; the exact run itself
+        where they cover every layer."""
+        if not exact:
+            return self
+        layers = {r.layer for r in exact}
+        results = sorted([r for r in self.results if r.layer not in layers] + list(exact), key=lambda r: r.layer)
+        shown, now_exact = {r.layer for r in results}, layers | set(self.exact_layers)  # sorted stably: each layer's
+        complete = self.of_layers is None or len(shown) == self.of_layers  # k and CCR depths stay in order
+        if complete and shown <= now_exact:
+            return replace(self, results=tuple(results), settings=settings, preview=False, of_layers=None,
+                           exact_layers=())
+        return replace(self, results=tuple(results), exact_layers=tuple(sorted(now_exact)),
+                       of_layers=None if complete else self.of_layers)
 
     def at(self, k: int | None = None, ccr: int | None = None) -> list[LayerPGA]:
         """The per-layer results at one (k, CCR depth); the first of each by default."""
@@ -102,7 +129,8 @@ class PGARun:
         title = title or f"z by layer at k = {k}, " + ", ".join(f"CCR-{c}" for c in ccrs)
         if self.preview:  # what it was computed on is in describe(), the caption
             title = "Preview: " + title
-        return figures.z_by_layer({f"CCR-{c}": self.at(k, c) for c in ccrs}, title)
+        return figures.z_by_layer({f"CCR-{c}": self.at(k, c) for c in ccrs}, title,
+                                  set(self.exact_layers) if self.preview else None)
 
     def null_figure(self, layer: int, k: int | None = None, ccr: int | None = None) -> go.Figure:
         return figures.null_distribution(self.layer(layer, k, ccr))

@@ -128,16 +128,20 @@ def _dark_direction() -> dict:
                 annotations=[_note("90 deg: dark direction", 1, 90, "right", "bottom", xref="x domain", yref="y")])
 
 
-def z_by_layer(curves: dict[str, list[LayerPGA]], title: str = "Readout alignment z by layer") -> go.Figure:
-    """z against layer for each named curve, with the bootstrap interval and the null band |z| <= 2."""
+def z_by_layer(curves: dict[str, list[LayerPGA]], title: str = "Readout alignment z by layer",
+               exact_layers: set[int] | None = None) -> go.Figure:
+    """z against layer for each named curve, with the bootstrap interval and the null band |z| <= 2. A preview's
+    (``exact_layers``: those of its layers that are exact) other layers are drawn with open markers."""
     traces, shapes = [], []
     for colour, (name, results) in zip(colours(len(curves)), curves.items(), strict=True):
         layers = [r.layer for r in results]
+        symbols = None if exact_layers is None else ["circle" if layer in exact_layers else "circle-open"
+                                                     for layer in layers]
         z = np.array([r.z for r in results])
         low = np.array([r.z_interval[0] for r in results])
         high = np.array([r.z_interval[1] for r in results])
         traces.append(go.Scatter(
-            x=layers, y=z, name=name, mode="lines+markers", line=dict(color=colour),
+            x=layers, y=z, name=name, mode="lines+markers", line=dict(color=colour), marker=dict(symbol=symbols),
             error_y=dict(type="data", symmetric=False, array=high - z, arrayminus=z - low, thickness=1),
             customdata=np.stack([[r.rho_readout for r in results], [r.p_value for r in results]], axis=1),
             hovertemplate="layer %{x}<br>z %{y:.2f}<br>rho %{customdata[0]:.4f}<br>p %{customdata[1]:.3f}",

@@ -34,7 +34,7 @@ from analysis.data.corpus import Corpus, Sampling, text_chunks
 from analysis.data.labelled import Labelled
 from analysis.errors import require
 from analysis.geometry.convergence import convergence
-from analysis.geometry.pga import PGASettings, default_k, pga_sweep, ready_bases, validate_states
+from analysis.geometry.pga import LayerPGA, PGASettings, default_k, pga_sweep, ready_bases, validate_states
 from analysis.geometry.probes import probe_layers
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.token_map import token_class, token_map
@@ -64,6 +64,7 @@ from analysis.runs.pipeline import (
     pga_stored,
     preview_texts,
     ready_pcas,
+    stored_pga_layers,
 )
 from analysis.runs.series import free_memory, prepare_checkpoints, training_sweep, weights_fingerprint
 from analysis.runs.settings import (
@@ -148,6 +149,14 @@ def model_pga_stored(loaded: LoadedModel, settings: PGASettings, states: Entry,
     """Whether :func:`model_pga` of ``settings`` on the hidden-states entry ``states`` would read every layer from the
     disk cache (keys looked up, nothing read)."""
     return pga_stored(states.provenance["spec"], loaded.spec, settings, list(range(states.value.n_layers)), cache)
+
+
+def model_pga_so_far(loaded: LoadedModel, settings: PGASettings, states: Entry,
+                     cache: ResultCache | None = None) -> list[LayerPGA]:
+    """:func:`model_pga`'s results of ``settings`` on the hidden-states entry ``states`` at the layers stored so far
+    (every k and CCR of each; nothing computed), layer by layer as an exact run stores them."""
+    return stored_pga_layers(states.provenance["spec"], loaded.spec, settings, list(range(states.value.n_layers)),
+                             cache)
 
 
 def arrays_pga(states: np.ndarray, w_u: np.ndarray, settings, layers: list[int] | None = None,

@@ -11,6 +11,7 @@ settings. PGA results are cached per (layer, k, CCR depth): moving a slider comp
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -87,13 +88,14 @@ def _preview(states: np.ndarray, spec: Callable[[int, int, int], dict], basis: R
     """A preview of ``layers``, in :func:`cached_pga`'s order: the layers remembered in memory (a background
     task previews the next moves) and every other layer inside one ``slot``, in the order given, each remembered as
     soon as it is done (a move to the setting a stopped preview ahead had started finds its finished layers).
-    ``until``: a ``time.monotonic()`` past which no layer is started; the layers not done are left out. Remembered,
+    ``until``: a ``time.monotonic()`` past which no layer is started; the layers not done are left out (past it
+    already: the remembered layers, the slot not taken). Remembered,
     never stored on disk: the exact run replaces it."""
     keys = _preview_keys(spec, settings, layers)
     remembered = {w: memory.get("preview", key) for w, key in keys.items()}
     found = {w: result for w, result in remembered.items() if result is not None}
     missing = list(dict.fromkeys(layer for layer, k, c in keys if (layer, k, c) not in found))
-    if missing:
+    if missing and (until is None or time.monotonic() <= until):
         report(progress, "Preview", 0, 1)
         with slot() as pause:
             for number, layer in enumerate(missing):
@@ -187,6 +189,17 @@ def pga_stored(states_spec: dict, basis_spec: dict, settings: PGASettings, layer
                for layer in layers for k in settings.ks for c in settings.ccrs)
 
 
+def stored_pga_layers(states_spec: dict, basis_spec: dict, settings: PGASettings, layers: list[int],
+                      cache: ResultCache | None = None) -> list[LayerPGA]:
+    """:func:`cached_pga`'s results at those of ``layers`` whose every (k, CCR) is in the disk cache, nothing
+    computed: an exact run's layers stored so far, while it runs (the layers missing one are not read)."""
+    cache, spec, found = cache or default_cache(), _pga_spec(states_spec, basis_spec, settings), {}
+    for layer in layers:
+        if pga_stored(states_spec, basis_spec, settings, [layer], cache):
+            _stored_pga(cache, spec, layer, settings, found)
+    return [found[w] for w in itertools.product(layers, settings.ks, settings.ccrs) if w in found]
+
+
 def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
                settings: PGASettings, layers: list[int], device: str = "auto",
                progress: Progress | None = None, cache: ResultCache | None = None, stored_only: bool = False,
@@ -213,7 +226,8 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     if settings.preview:
         if stored_only:
             return _remembered_preview(spec, settings, layers, memory)
-        ready_pcas(array, states_spec, settings, layers, device, cache, slot=slot, memory=memory)
+        if until is None or time.monotonic() <= until:  # else nothing is computed
+            ready_pcas(array, states_spec, settings, layers, device, cache, slot=slot, memory=memory)
         return _preview(array, spec, basis, settings, layers, device, progress, slot, memory, states_key, until)
 
     found: dict[tuple, LayerPGA] = {}
