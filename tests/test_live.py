@@ -1201,8 +1201,8 @@ def test_a_long_exact_run_is_drawn_layer_by_layer_in_the_previews_place_and_the_
     exact_z = {r.layer: r.z for r in stored.results}
     assert [y for layer, y in zip(layers, decode(z["y"]), strict=True) if layer in exact_z] == pytest.approx(
         [exact_z[layer] for layer in (0, 5, 7, 16)])
-    assert ("the exact run's 523,776 pairs and 100 null draws at 4 layers (filled markers); 65,024 pairs inside "
-            "blocks of 128 tokens, 30 null draws at 2 (open markers), at 6 of 17 layers (the others follow)") in caption
+    assert ("the exact run (523,776 pairs, 100 null draws) at 4 layers (filled markers) and 65,024 pairs inside "
+            "blocks of 128 tokens, 30 null draws at 2 (open markers), 6 of 17 layers (the others follow)") in caption
 
     analyses.model_pga(loaded, builtin_corpus(), view.sampling, exact, compute=CPU, states=states)
     computed.clear()
@@ -1227,9 +1227,11 @@ def test_the_exact_runs_layers_take_a_previews_place_and_all_of_them_are_the_exa
     assert mixed.preview and mixed.exact_layers == (2, 3) and mixed.of_layers == 4
     assert [r.z for r in mixed.results[2:]] == [r.z for r in exact.results[4:]]
     assert mixed.z_figure().data[0].marker.symbol == ("circle-open", "circle", "circle")
-    assert ("Preview on the exact run's 44,850 pairs and 20 null draws at 2 layers (filled markers); 16,256 pairs "
-            "inside blocks of 128 tokens, 20 null draws at 1 (open markers), at 3 of 4 layers (the others follow)"
-            in mixed.describe())
+    assert ("Preview on the exact run (44,850 pairs, 20 null draws) at 2 layers (filled markers) and 16,256 pairs "
+            "inside blocks of 128 tokens, 20 null draws at 1 (open markers), 3 of 4 layers (the others follow), k = 4, "
+            "CCR 0, 1, seed 0") in mixed.describe()  # the two R in words, not one after them
+    assert "the exact run (44,850 pairs, 20 null draws) at 1 of 4 layers (the others follow), k = 4" in replace(
+        preview, results=()).with_exact([r for r in exact.results if r.layer == 3], exact_settings).describe()
 
     whole = mixed.with_exact([r for r in exact.results if r.layer in (0, 1)], exact_settings)
     assert not whole.preview and whole.settings == exact_settings and whole.of_layers is None

@@ -67,21 +67,20 @@ class PGARun:
     @property
     def preview_work(self) -> str:
         """What a preview was computed on, in words: first the exact run's layers in it (:meth:`with_exact`)."""
-        mixed = self.settings.preview and bool(self.exact_layers)
-        own = [r for r in self.results if r.layer not in self.exact_layers] if mixed else list(self.results)
-        parts = []
-        if mixed:
-            exact = next(r for r in self.results if r.layer in self.exact_layers)
-            parts.append(f"the exact run's {exact.n_pairs:,} pairs and {len(exact.null)} null draws at "
-                         f"{len(self.exact_layers)} layers (filled markers)")
-        if own:
-            pairs = f"{own[0].n_pairs:,} pairs"
+        of = f" of {self.of_layers} layers (the others follow)" if self.of_layers is not None else " layers"
+        if not (self.settings.preview and self.exact_layers):
+            pairs = f"{self.n_pairs:,} pairs"
             words = preview_words(self.settings.spec, pairs) if self.settings.preview else f"{pairs} (exact)"
-            parts.append(words + (f" at {len({r.layer for r in own})} (open markers)" if mixed else ""))
-        text = "; ".join(parts)
-        if self.of_layers is not None:
-            text += f", at {len(self.at())} of {self.of_layers} layers (the others follow)"
-        return text
+            return words + (f", at {len(self.at())}{of}" if self.of_layers is not None else "")
+        exact = next(r for r in self.results if r.layer in self.exact_layers)
+        words = f"the exact run ({exact.n_pairs:,} pairs, {len(exact.null)} null draws) at {len(self.exact_layers)}"
+        own = [r for r in self.results if r.layer not in self.exact_layers]
+        if not own:
+            return words + of
+        preview = preview_words(self.settings.spec, f"{own[0].n_pairs:,} pairs")
+        return (f"{words} layer{'s' * (len(self.exact_layers) != 1)} (filled markers) and {preview} at "
+                f"{len({r.layer for r in own})} (open markers), "
+                f"{len(self.at())}{of}")
 
     def with_exact(self, exact: list[LayerPGA], settings: PGASettings) -> PGARun:
         """This preview with the exact run's results (of ``settings``, at the same k and CCR depths) in place of its
@@ -116,8 +115,8 @@ class PGARun:
         model = f", model {self.model}" if self.model else ""
         dtype = f", {self.dtype}" if self.dtype else ""
         pairs = f"Preview on {self.preview_work}" if self.preview else f"{self.n_pairs:,} pairs"
-        return (f"N = {self.n_tokens} tokens, {pairs}, k = {k}, {depths}, "
-                f"R = {self.settings.n_null} random subspaces, seed {self.settings.seed}{model}{dtype}")
+        draws = "" if self.exact_layers and self.settings.preview else f"R = {self.settings.n_null} random subspaces, "
+        return f"N = {self.n_tokens} tokens, {pairs}, k = {k}, {depths}, {draws}seed {self.settings.seed}{model}{dtype}"
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(pga_rows(list(self.results)))
