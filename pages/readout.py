@@ -24,8 +24,13 @@ overlay = controls[2].multiselect("Overlay CCR depths", OVERLAY_CCRS, default=[]
                                   help="e.g. 1, 5, 10: one more full sweep per depth (cached once computed).")
 
 asked_for = [(k, (ccr,))] + ([(k, tuple(sorted(overlay)))] if overlay else [])
-first = st.empty()  # replaces the previous setting's chart at once, until this one's is drawn
-first.info(f"Computing k = {k}, CCR-{ccr} ...", icon=":material/hourglass:")
+setting, place = (view, asked_for), st.container()  # the z chart's place
+redraw = st.session_state.get("readout drawn") == setting  # a rerun to draw what came in (an exact curve, its layers)
+if redraw:  # the chart stays until it is drawn again (an empty placeholder blanked it for ~0.2 s)
+    first = place.container()
+else:  # a move: the previous setting's chart goes at once, until this one's is drawn
+    first = place.empty()
+    first.info(f"Computing k = {k}, CCR-{ccr} ...", icon=":material/hourglass:")
 status = st.container()  # what the background has ready, under the curve it will replace
 below = st.container() if overlay else None  # the overlay's chart
 layer = layer_slider(n_entries)  # before the runs: a preview the page makes at a few layers includes this one
@@ -33,10 +38,11 @@ with compute.friendly_errors():  # the exact runs when stored, else previews dra
     runs = [compute.stored_pga(view, loaded, *wanted) or compute.preview_pga(view, loaded, *wanted, layer)
             for wanted in asked_for]
 run = runs[0]
-with first.container():
+with first if redraw else first.container():  # the chart in the same place either way
     chart(run.z_figure(), run.table(), "z-by-layer",
           f"{run.describe()}. Error bars: 95 % bootstrap interval over the null draws. "
           + provenance(run.provenance, "Hidden states"))
+st.session_state["readout drawn"] = setting
 
 if overlay:
     several = runs[1]

@@ -301,8 +301,9 @@ def wider_model(tokenizer, tmp_path_factory) -> Path:
 
 def test_a_move_shows_the_new_setting_or_says_it_is_computing_and_the_page_ends_quiet(server, browser, wider_model):
     """The page's run ends with the preview drawn while the exact curve is computed outside it (one status line, no
-    progress bar); after a move no chart of the previous k sits under the new slider value, and when the page is
-    drawn there are as many plots as the page shows and one k slider."""
+    progress bar); after a move no chart of the previous k sits under the new slider value, the preview stays until the
+    exact curve replaces it (no blank, no "Computing" between them), and when the page is drawn there are as many plots
+    as the page shows and one k slider."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
@@ -332,6 +333,9 @@ def test_a_move_shows_the_new_setting_or_says_it_is_computing_and_the_page_ends_
     # server's work) may draw that later, and shows the old chart faded as stale meanwhile: never as the current one
     assert moved and not [s for s in moved[3:] if "k = 32" in s["title"] and not s["firstStale"]]
     assert any(s["title"].startswith("Preview: z by layer at k = 16") for s in moved)  # previewed before the exact
+    previewed = next(i for i, s in enumerate(moved) if s["title"].startswith("Preview: z by layer at k = 16"))
+    assert all(s["title"].startswith(("Preview: z by layer at k = 16", "z by layer at k = 16"))
+               for s in moved[previewed:])  # the page's rerun for the exact curve left the preview up until then
     settled(browser)  # then the page reruns once more when the work around it is done, and its status line rests
     watch(lambda s: s["state"] == "notRunning" and s["plots"] == 6 and s["stale"] == 0 and s["kSliders"] == 1
           and s["bars"] == 0)
