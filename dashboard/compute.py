@@ -345,10 +345,9 @@ def _preview_pga(view: ViewState, loaded: LoadedModel, exact: PGASettings, held:
 
         if shown_layer is None:
             return _of_layers(run(own, [layer for layer in range(n_entries) if layer not in done]), n_entries)
-        exact_layers = preview_layers(exact, n_tokens, n_entries, shown_layer)
-        if exact_layers is not None:
-            return replace(run(exact, exact_layers), preview=True, of_layers=n_entries,
-                           exact_layers=tuple(exact_layers))
+        spread = preview_layers(exact, n_tokens, n_entries, shown_layer)
+        if spread is not None:
+            return replace(run(exact, spread), preview=True, of_layers=n_entries, exact_layers=tuple(spread))
         started = time.monotonic()
         order = [layer for layer in preview_order(n_entries, shown_layer) if layer not in done]
         count = preview_first_layers(own, n_tokens, d)

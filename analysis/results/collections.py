@@ -88,10 +88,10 @@ class PGARun:
         where they cover every layer."""
         if not exact:
             return self
-        layers = {r.layer for r in exact}
+        layers = {r.layer for r in exact}  # sorted stably below: each layer's k and CCR depths stay in order
         results = sorted([r for r in self.results if r.layer not in layers] + list(exact), key=lambda r: r.layer)
-        shown, now_exact = {r.layer for r in results}, layers | set(self.exact_layers)  # sorted stably: each layer's
-        complete = self.of_layers is None or len(shown) == self.of_layers  # k and CCR depths stay in order
+        shown, now_exact = {r.layer for r in results}, layers | set(self.exact_layers)
+        complete = self.of_layers is None or len(shown) == self.of_layers
         if complete and shown <= now_exact:
             return replace(self, results=tuple(results), settings=settings, preview=False, of_layers=None,
                            exact_layers=())
