@@ -352,8 +352,9 @@ def _preview_pga(view: ViewState, loaded: LoadedModel, exact: PGASettings, held:
         order = [layer for layer in preview_order(n_entries, shown_layer) if layer not in done]
         count = preview_first_layers(own, n_tokens, d)
         if done:  # what is remembered (a time long past: nothing computed), if with the exact layers it is enough
-            drawn = run(own, order, 0.0)
-            if len(done) + len({result.layer for result in drawn.results}) >= count:
+            drawn = run(own, order, 0.0)  # and holds the layer shown (a layer move while the exact run goes on)
+            ready = done | {result.layer for result in drawn.results}
+            if len(ready) >= count and shown_layer % n_entries in ready:
                 return _of_layers(drawn, n_entries)
         first, rest = run(own, order[:count]), order[count:]
         more = run(own, rest, started + PREVIEW_SECONDS).results if rest else ()

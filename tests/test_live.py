@@ -1169,9 +1169,9 @@ def test_a_long_exact_run_is_drawn_layer_by_layer_in_the_previews_place_and_the_
 
     monkeypatch.setattr(compute, "PREVIEW_SECONDS", -1.0)  # the preview's five first layers, no more
 
-    def page():
+    def page(layer: int = 5):
         app = run_page("pages/readout.py", settle=False, model=deep_model, n_tokens=1024, k=8, ccr=2, seed=27,
-                       layer=5)
+                       layer=layer)
         tasks = app.session_state["background"].tasks
         app.session_state["background"].replace([])
         assert not app.exception
@@ -1203,6 +1203,9 @@ def test_a_long_exact_run_is_drawn_layer_by_layer_in_the_previews_place_and_the_
         [exact_z[layer] for layer in (0, 5, 7, 16)])
     assert ("the exact run (523,776 pairs, 100 null draws) at 4 layers (filled markers) and 65,024 pairs inside "
             "blocks of 128 tokens, 30 null draws at 2 (open markers), 6 of 17 layers (the others follow)") in caption
+
+    spec, _, _ = page(layer=3)  # a layer move meanwhile, to one neither previewed nor stored: previewed now
+    assert 3 in computed and 3 in decode(spec["data"][0]["x"])
 
     analyses.model_pga(loaded, builtin_corpus(), view.sampling, exact, compute=CPU, states=states)
     computed.clear()
