@@ -1243,31 +1243,52 @@ def test_the_exact_runs_layers_take_a_previews_place_and_all_of_them_are_the_exa
 
 
 def test_a_shown_results_layers_rerun_the_page_every_few_seconds_while_as_long_is_left(monkeypatch):
-    """A task whose layers the page draws as they come (``shows_layers``) reruns the page once ``LAYERS_SECONDS`` have
-    passed with layers done since the last draw, while at least as long is left; near its end it waits for the
-    result; a task that does not draw its layers never reruns the page before it is done."""
+    """A task whose layers the page draws as they come (``shows_layers``) reruns the page once its time left is known
+    (a second after its first layer) and then ``LAYERS_SECONDS`` apart while at least as long is left; one whose time
+    left is never known, or that does not draw its layers, reruns it only when it is done."""
     from dashboard import background
     from dashboard.background import Background, Task
 
-    page = _Page()
+    page, finish = _Page(), threading.Event()
     monkeypatch.setattr(background, "st", page)
-    monkeypatch.setattr(background, "LAYERS_SECONDS", 0.6)
+    monkeypatch.setattr(background, "LAYERS_SECONDS", 0.5)
 
-    def exact(progress, slot):
-        for layer in range(200):  # 2 s: the time left is estimated from the first second on
-            progress("PGA by layer", layer, 200)
-            time.sleep(0.01)
+    def long_run(progress, slot):  # a layer every 0.05 s of 1000, until finished
+        for layer in range(1000):
+            progress("PGA by layer", layer, 1000)
+            if finish.wait(0.05):
+                return
 
-    for shows_layers, reruns_at in ((True, (1.0, 2.0)), (False, (2.0,))):
+    def short_run(progress, slot):  # done within the first second after its first layer: no time left known
+        for layer in range(3):
+            progress("PGA by layer", layer, 3)
+        time.sleep(0.5)
+
+    def status_of(run, shows_layers: bool):
         worker = Background(Admission())
-        worker.replace([Task("k = 4, CCR-1", "Exact curve", Priority.NEXT, exact, "A", shows=True,
+        worker.replace([Task("k = 4, CCR-1", "Exact curve", Priority.NEXT, run, "A", shows=True,
                              shows_layers=shows_layers)])
-        background.show_status(worker)
-        status, begun = page.run_every[0], time.monotonic()
-        for at in reruns_at:
-            with pytest.raises(_Rerun, match="app"):
-                status()
-            assert at - 0.05 < time.monotonic() - begun < at + 0.5
+        background.show_status(worker)  # the page run's own call
+        return worker, page.run_every[0]
+
+    worker, status = status_of(long_run, True)
+    begun = time.monotonic()
+    with pytest.raises(_Rerun, match="app"):
+        status()
+    first = time.monotonic()
+    assert first - begun > 0.9 and worker.tasks[0].state == "running"
+    with pytest.raises(_Rerun, match="app"):
+        status()
+    assert time.monotonic() - first > 0.45 and worker.tasks[0].state == "running"
+    finish.set()
+    worker.join(30)
+
+    for run, shows_layers in ((long_run, False), (short_run, True)):
+        finish.clear()
+        threading.Timer(2.0, finish.set).start()
+        worker, status = status_of(run, shows_layers)
+        with pytest.raises(_Rerun, match="app"):
+            status()
         assert worker.tasks[0].state == "done"
         worker.join(30)
 
