@@ -85,11 +85,15 @@ class Task:
     stage: str = ""
     done: int = 0
     total: int = 0
-    left: str = ""  # ", about 40 s left" while a stage runs (``analysis.progress.TimeLeft``)
-    seconds_left: float | None = None
+    seconds_left: float | None = None  # in the running stage, where known (``analysis.progress.TimeLeft``)
     error: str = ""
     rerun: bool = False  # a "shows" task done: the page has been rerun to draw it (once)
     drawn: tuple[str, int, float] = ("", 0, 0.0)  # a "shows_layers" task's stage, count done and time when last drawn
+
+    @property
+    def left(self) -> str:
+        """", about 40 s left" where the time left in the running stage is known, else empty."""
+        return TimeLeft.describe(self.seconds_left)
 
     @property
     def identity(self) -> tuple[str, str, str]:
@@ -181,9 +185,8 @@ class Background:
                 time_left = TimeLeft()
 
                 def progress(stage: str, done: int, total: int) -> None:
-                    left = time_left.seconds(stage, done, total)
-                    task.stage, task.done, task.total, task.left = stage, done, total, TimeLeft.describe(left)
-                    task.seconds_left = left
+                    task.stage, task.done, task.total = stage, done, total
+                    task.seconds_left = time_left.seconds(stage, done, total)
                     step()
 
                 step()
