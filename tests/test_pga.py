@@ -419,8 +419,10 @@ def test_layers_fitted_a_layer_per_core_equal_those_fitted_one_at_a_time():
         assert pca.components[i, 0].abs() > 0.99  # each layer's own planted top axis
 
 
-@pytest.mark.parametrize("k", [8, 32, 40, 64])  # Cholesky QR up to d / 2, Householder QR above
-def test_null_bases_orthonormalise_their_own_gaussian_columns_nested_in_r_and_k(k):
+@pytest.mark.parametrize("k, gram_rows", [(8, 64), (32, 64), (32, 5), (40, 64), (64, 64)])
+def test_null_bases_orthonormalise_their_own_gaussian_columns_nested_in_r_and_k(k, gram_rows, monkeypatch):
+    """Cholesky QR up to d / 2 (its Gram matrix in one block, or in several of uneven sizes), Householder QR above."""
+    monkeypatch.setattr(pga, "GRAM_ROWS", gram_rows)
     d, seed = 64, 3
     bases = null_bases(d, k, 6, seed)
     for j, q in enumerate(bases):
@@ -434,6 +436,15 @@ def test_null_bases_orthonormalise_their_own_gaussian_columns_nested_in_r_and_k(
     assert np.array_equal(many[:5], bases[1:])
     into = null_bases(d, k, 2 * pga.NULL_CHUNK + 3, seed, first=1, out=torch.empty(len(many), d, k))  # float32
     assert torch.equal(into, torch.as_tensor(many, dtype=torch.float32))
+
+
+@pytest.mark.parametrize("k", [1, 7, 16, 30])
+def test_the_gram_matrix_by_blocks_is_the_lower_triangle_of_the_whole_product(k, monkeypatch):
+    monkeypatch.setattr(pga, "GRAM_ROWS", 2)  # up to 8 blocks, of uneven sizes where 8 does not divide k
+    rows = torch.from_numpy(np.random.default_rng(k).standard_normal((3, k, 40)))
+    whole, blocks = rows @ rows.mT, pga._lower_gram(rows)
+    torch.testing.assert_close(blocks.tril(), whole.tril(), rtol=1e-12, atol=1e-12)  # what Cholesky reads
+    torch.testing.assert_close(torch.linalg.cholesky(blocks), torch.linalg.cholesky(whole), rtol=1e-12, atol=1e-12)
 
 
 def test_large_null_draws_are_drawn_in_smaller_chunks_with_a_pause_between(monkeypatch):
