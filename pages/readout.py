@@ -40,7 +40,7 @@ with compute.friendly_errors():  # the exact runs when stored, else previews dra
 run = runs[0]
 with first if redraw else first.container():  # the chart in the same place either way
     chart(run.z_figure(), run.table(), "z-by-layer",
-          f"{run.describe()}. Error bars: 95 % bootstrap interval over the null draws. "
+          f"{run.describe()}. {run.error_bars()} "
           + provenance(run.provenance, "Hidden states"))
 st.session_state["readout drawn"] = setting
 

@@ -1233,6 +1233,7 @@ def test_the_exact_runs_layers_take_a_previews_place_and_all_of_them_are_the_exa
     assert ("Preview on the exact run (44,850 pairs, 20 null draws) at 2 layers (filled markers) and 16,256 pairs "
             "inside blocks of 128 tokens, 20 null draws at 1 (open markers), 3 of 4 layers (the others follow), k = 4, "
             "CCR 0, 1, seed 0") in mixed.describe()  # the two R in words, not one after them
+    assert "the exact z may lie outside them" in mixed.error_bars()  # at layer 0, the preview's own on blocks
     assert "the exact run (44,850 pairs, 20 null draws) at 1 of 4 layers (the others follow), k = 4" in replace(
         preview, results=()).with_exact([r for r in exact.results if r.layer == 3], exact_settings).describe()
 
@@ -1240,6 +1241,9 @@ def test_the_exact_runs_layers_take_a_previews_place_and_all_of_them_are_the_exa
     assert not whole.preview and whole.settings == exact_settings and whole.of_layers is None
     assert [(r.layer, r.ccr, r.z) for r in whole.results] == [(r.layer, r.ccr, r.z) for r in exact.results]
     assert whole.z_figure().data[0].marker.symbol is None and whole.describe() == exact.describe()
+    assert whole.error_bars() == exact.error_bars() == "Error bars: 95 % bootstrap interval over the null draws."
+    all_exact = preview.with_exact([r for r in exact.results if r.layer in (0, 2)], exact_settings)
+    assert all_exact.preview and "outside" not in all_exact.error_bars()  # no layer of the preview's own left
 
 
 def test_a_shown_results_layers_rerun_the_page_every_few_seconds_while_as_long_is_left(monkeypatch):

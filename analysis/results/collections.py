@@ -118,6 +118,15 @@ class PGARun:
         draws = "" if self.exact_layers and self.settings.preview else f"R = {self.settings.n_null} random subspaces, "
         return f"N = {self.n_tokens} tokens, {pairs}, k = {k}, {depths}, {draws}seed {self.settings.seed}{model}{dtype}"
 
+    def error_bars(self) -> str:
+        """What the z chart's error bars span, in words. A preview on blocks scores a quarter of the pairs, and its
+        bars do not span the rest: they held the exact z at 59-100 % of the layers (BENCHMARKS.md)."""
+        own = any(r.layer not in self.exact_layers for r in self.results)
+        blocks = own and self.preview and self.settings.pair_blocks is not None
+        return ("Error bars: 95 % bootstrap interval over the null draws" +
+                (" (at the preview's own layers, over its draws on its pairs alone: the exact z may lie outside them)"
+                 if blocks else "") + ".")
+
     def table(self) -> pd.DataFrame:
         return pd.DataFrame(pga_rows(list(self.results)))
 
