@@ -1150,7 +1150,7 @@ def test_above_n_512_the_page_previews_on_blocks_a_few_layers_first_then_more_wh
         return layers, " ".join(shown(c.value) for c in app.caption)
 
     layers, caption = page(24)  # a tiny model: every layer within the time
-    assert layers == list(range(17)) and "inside blocks of 128 tokens, 30 null draws, k = 8" in caption
+    assert layers == list(range(17)) and "inside blocks of 128 tokens, 30 null draws, k = 8, CCR-2, seed" in caption
     monkeypatch.setattr(compute, "PREVIEW_SECONDS", -1.0)  # no time for more than the few layers
     layers, caption = page(25)
     assert layers == [0, 5, 10, 13, 16]

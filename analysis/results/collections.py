@@ -115,7 +115,7 @@ class PGARun:
         model = f", model {self.model}" if self.model else ""
         dtype = f", {self.dtype}" if self.dtype else ""
         pairs = f"Preview on {self.preview_work}" if self.preview else f"{self.n_pairs:,} pairs"
-        draws = "" if self.exact_layers and self.settings.preview else f"R = {self.settings.n_null} random subspaces, "
+        draws = "" if self.preview and self.settings.preview else f"R = {self.settings.n_null} random subspaces, "
         return f"N = {self.n_tokens} tokens, {pairs}, k = {k}, {depths}, {draws}seed {self.settings.seed}{model}{dtype}"
 
     def error_bars(self) -> str:
