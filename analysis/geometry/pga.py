@@ -242,28 +242,14 @@ def null_bases(d: int, k: int, n_null: int, seed: int, first: int = 0, out: torc
     each, draws ``first`` .. j - 1 being in."""
     filled = torch.empty((n_null - first, d, k), dtype=torch.float64) if out is None else out
     chunk = max(1, min(NULL_CHUNK, NULL_CHUNK_VALUES // (d * k * k)))
-    group = chunk * max(1, min(WORKERS, NULL_CHUNK) // chunk)  # draws whose Gaussians are drawn at once (a core each)
     for start in range(first, n_null, chunk):
         if start > first and pause is not None:
             pause()
         stop = min(n_null, start + chunk)
-        if (start - first) % group == 0:
-            ahead = start, _gaussians(d, k, seed, range(start, min(n_null, start + group)))
-        gaussian = torch.from_numpy(ahead[1][start - ahead[0]:stop - ahead[0]])
-        filled[start - first:stop - first] = _orthonormalised(gaussian.to(filled.device), d, k)
+        filled[start - first:stop - first] = _orthonormal_draws(d, k, seed, range(start, stop), filled.device)
         if drawn is not None:
             drawn(stop)
     return filled.numpy() if out is None else out
-
-
-def _gaussians(d: int, k: int, seed: int, draws: range) -> np.ndarray:
-    """``[len(draws), k, d]`` float64: G^T of each of :func:`null_bases`'s draws ``draws``, each filled on a core of its
-    own (numpy lets go of the GIL): where a chunk is one draw (d = 2048, k = 1024), drawing two at a time on 2 cores
-    took the one core's 0.025 s a draw (a fifth of it) to half that."""
-    gaussian = np.empty((len(draws), k, d))
-    on_every_core(lambda j: np.random.default_rng([seed, NULL_STREAM, j]).standard_normal(
-        out=gaussian[j - draws.start]), draws)
-    return gaussian
 
 
 GRAM_ROWS = 64  # the rows of a block of G^T G's lower triangle, at most 8 blocks (:func:`_lower_gram`)
@@ -282,9 +268,12 @@ def _lower_gram(rows: torch.Tensor) -> torch.Tensor:
     return gram
 
 
-def _orthonormalised(gaussian: torch.Tensor, d: int, k: int) -> torch.Tensor:
-    """``[m, d, k]`` float64: the draws of ``gaussian`` ``[m, k, d]`` (their G^T) orthonormalised, as :func:`null_bases`
-    says."""
+def _orthonormal_draws(d: int, k: int, seed: int, draws: range, device: torch.device) -> torch.Tensor:
+    """``[len(draws), d, k]`` float64 on ``device``: :func:`null_bases`'s draws ``draws``."""
+    gaussian = np.empty((len(draws), k, d))  # G^T, each draw filled on a core of its own (numpy lets go of the GIL)
+    on_every_core(lambda j: np.random.default_rng([seed, NULL_STREAM, j]).standard_normal(
+        out=gaussian[j - draws.start]), draws)
+    gaussian = torch.from_numpy(gaussian).to(device)
     if 2 * k <= d:
         lower = torch.linalg.cholesky(_lower_gram(gaussian))  # R^T (Cholesky reads the lower triangle only)
         return torch.linalg.solve_triangular(lower, gaussian, upper=False).mT  # (R^-T G^T)^T = G R^-1
