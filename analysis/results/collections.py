@@ -121,8 +121,8 @@ class PGARun:
     def error_bars(self) -> str:
         """What the z chart's error bars span, in words. A preview on blocks scores a quarter of the pairs, and its
         bars do not span the rest: they held the exact z at 59-100 % of the layers (BENCHMARKS.md)."""
-        own = any(r.layer not in self.exact_layers for r in self.results)
-        blocks = own and self.preview and self.settings.pair_blocks is not None
+        blocks = self.preview and self.settings.pair_blocks is not None and any(  # a layer of the preview's own
+            r.layer not in self.exact_layers for r in self.results)
         return ("Error bars: 95 % bootstrap interval over the null draws" +
                 (" (at the preview's own layers, over its draws on its pairs alone: the exact z may lie outside them)"
                  if blocks else "") + ".")

@@ -184,7 +184,13 @@ def pga_stored(states_spec: dict, basis_spec: dict, settings: PGASettings, layer
                cache: ResultCache | None = None) -> bool:
     """Whether :func:`cached_pga` would find every (layer, k, CCR) of ``settings`` in the disk cache: the keys looked
     up, nothing read (reading the 31 layers of one setting takes ~0.25 s)."""
-    cache, spec = cache or default_cache(), _pga_spec(states_spec, basis_spec, settings)
+    cache = cache or default_cache()
+    return _holds(cache, _pga_spec(states_spec, basis_spec, settings), settings, layers)
+
+
+def _holds(cache: ResultCache, spec: Callable[[int, int, int], dict], settings: PGASettings,
+           layers: list[int]) -> bool:
+    """Whether the disk cache holds every (layer, k, CCR) of ``settings`` at ``layers``: the keys looked up only."""
     return all(cache.holds("pga", PGA_VERSION, spec(layer, k, c))
                for layer in layers for k in settings.ks for c in settings.ccrs)
 
@@ -195,7 +201,7 @@ def stored_pga_layers(states_spec: dict, basis_spec: dict, settings: PGASettings
     computed: an exact run's layers stored so far, while it runs (the layers missing one are not read)."""
     cache, spec, found = cache or default_cache(), _pga_spec(states_spec, basis_spec, settings), {}
     for layer in layers:
-        if pga_stored(states_spec, basis_spec, settings, [layer], cache):
+        if _holds(cache, spec, settings, [layer]):
             _stored_pga(cache, spec, layer, settings, found)
     return [found[w] for w in itertools.product(layers, settings.ks, settings.ccrs) if w in found]
 
