@@ -41,7 +41,7 @@ from analysis.runs.settings import (
 from analysis.storage.cache import ResultCache
 from analysis.storage.memory import EngineMemory, ModestMemory, default_limit_mb
 from dashboard.admission import Admission, Priority
-from tests.test_app import decode, run_page, settled, shown, z_values
+from tests.test_app import charts, decode, run_page, settled, shown, z_values
 
 CPU = Compute(device="cpu")
 
@@ -1439,6 +1439,34 @@ def test_the_probes_page_draws_probes_on_a_quarter_of_the_texts_at_once_then_on_
         labels[i] = "b"  # class b lies outside the preview's texts
     lopsided = Labelled(data.texts[:100], labels, "three texts of class b")
     assert analyses.model_probes(loaded, lopsided, 5, preview=True).of_texts is None  # b missing: all texts
+
+
+def test_with_the_hidden_states_at_hand_the_probes_page_draws_z_at_once_then_the_probes_as_they_are_pooled(
+        tiny_models, monkeypatch):
+    model = tiny_models[("llama", False)]
+    settled(run_page("pages/readout.py", settle=False, model=model, n_tokens=128, seed=37))  # states and z stored
+    held, real = threading.Event(), pipeline.pooled_states
+    monkeypatch.setattr(pipeline, "pooled_states", lambda loaded, texts, *args, **kwargs: (
+        len(texts) == 64 or held.wait(60)) and real(loaded, texts, *args, **kwargs))  # all texts wait for the test
+    app = run_page("pages/probes.py", settle=False, model=model, n_tokens=128, seed=37)
+    assert not app.exception and not app.error
+    assert titles(app) == ["Preview: z by layer (probe accuracy follows)"]  # nothing pooled in the page run
+    figure = charts(app)[0]
+    assert [trace["name"] for trace in figure["data"]] == ["z (readout alignment)"]
+    exact = run_page("pages/readout.py", settle=False, model=model, n_tokens=128, seed=37)
+    assert decode(figure["data"][0]["y"]) == pytest.approx(z_values(exact))  # the stored exact z
+    assert "probe accuracy follows, once the 240 texts are pooled" in " ".join(shown(c.value) for c in app.caption)
+    worker = app.session_state["background"]
+    assert [task.key for task in worker.tasks] == ["64 texts first", "all 240 texts"]
+    while worker.tasks[0].state != "done":
+        time.sleep(0.05)
+    app.run()  # as the status line reruns the page: the probes on 64 texts, z beside them
+    assert titles(app) == ["Preview: Probe accuracy and z by layer"]
+    assert "Preview on 64 random texts of 240" in " ".join(shown(c.value) for c in app.caption)
+    held.set()
+    settled(app)
+    assert titles(app) == ["Probe accuracy and z by layer"]
+    assert "168 training and 72 held-out texts" in " ".join(shown(c.value) for c in app.caption)
 
 
 def test_background_work_gives_way_to_a_request_on_another_model_and_a_move_stops_what_is_no_longer_asked():

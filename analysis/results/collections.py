@@ -338,38 +338,48 @@ class ConvergenceRun:
 
 @dataclass(frozen=True)
 class ProbeRun:
-    """Probe accuracy per layer beside z at the settings ``pga`` was computed with."""
+    """Probe accuracy per layer beside z at the settings ``pga`` was computed with; ``result`` None while the texts
+    are pooled (the page draws z alone meanwhile)."""
 
     model: str
     identity: str
     data: str
-    result: ProbeResult
+    result: ProbeResult | None
     pga: PGARun | None = None
-    of_texts: int | None = None  # a preview: the probes saw a seeded subset of this many texts
+    of_texts: int | None = None  # a preview: the probes saw a seeded subset of this many texts, or none of them yet
 
     @property
     def preview(self) -> bool:
         return self.of_texts is not None or bool(self.pga and self.pga.preview)
 
     def describe(self) -> str:
-        seen = self.result.n_train + self.result.n_test
-        text = (f"{self.data}: {len(self.result.classes)} classes, {self.result.n_train} training and "
-                f"{self.result.n_test} held-out texts (mean-pooled, first 64 tokens); logistic regression on "
-                "standardised features")
-        if self.of_texts is not None:
-            text = f"Preview on {seen} random texts of {self.of_texts} (all of them follow). " + text
+        if self.result is None:
+            text = (f"{self.data}: probe accuracy follows, once the {self.of_texts} texts are pooled (mean over "
+                    "their first 64 tokens), a random subset of them first")
+        else:
+            seen = self.result.n_train + self.result.n_test
+            text = (f"{self.data}: {len(self.result.classes)} classes, {self.result.n_train} training and "
+                    f"{self.result.n_test} held-out texts (mean-pooled, first 64 tokens); logistic regression on "
+                    "standardised features")
+            if self.of_texts is not None:
+                text = f"Preview on {seen} random texts of {self.of_texts} (all of them follow). " + text
         return text + (f"; z at {self.pga.describe()}." if self.pga else ".")
 
     def z(self) -> list[float] | None:
         return [r.z for r in self.pga.at()] if self.pga else None
 
     def table(self) -> pd.DataFrame:
-        table = pd.DataFrame({"layer": range(len(self.result.accuracy)), "accuracy": self.result.accuracy})
-        if self.pga:
-            table["z"] = self.z()
+        z = self.z()
+        table = pd.DataFrame({"layer": range(len(z) if self.result is None else len(self.result.accuracy))})
+        if self.result is not None:
+            table["accuracy"] = self.result.accuracy
+        if z is not None:
+            table["z"] = z
         return table
 
     def figure(self) -> go.Figure:
+        if self.result is None:
+            return figures.probe_figure(None, None, self.z(), "Preview: z by layer (probe accuracy follows)")
         title = "Probe accuracy and z by layer" if self.pga else "Probe accuracy by layer (z follows)"
         return figures.probe_figure(self.result.accuracy, self.result.baseline, self.z(),
                                     f"Preview: {title}" if self.preview else title)

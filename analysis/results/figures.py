@@ -391,15 +391,17 @@ def convergence_figure(results: list, n_a: int) -> go.Figure:
                    yaxis=dict(title="Spearman rho of unit distances"))
 
 
-def probe_figure(accuracy: np.ndarray, baseline: float, z: list[float] | None = None,
+def probe_figure(accuracy: np.ndarray | None, baseline: float | None, z: list[float] | None = None,
                  title: str = "Probe accuracy and z by layer") -> go.Figure:
-    """Probe accuracy per layer with the majority baseline, and z on a second axis."""
+    """Probe accuracy per layer with the majority baseline (None: not yet, the accuracy axis left empty), and z
+    on a second axis."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    layers = list(range(len(accuracy)))
-    fig.add_trace(go.Scatter(x=layers, y=accuracy, mode="lines+markers", name="probe accuracy (held out)"))
-    fig.add_hline(y=baseline, line_dash="dot", annotation_text=f"majority baseline {baseline:.2f}")
+    if accuracy is not None:
+        fig.add_trace(go.Scatter(x=list(range(len(accuracy))), y=accuracy, mode="lines+markers",
+                                 name="probe accuracy (held out)"))
+        fig.add_hline(y=baseline, line_dash="dot", annotation_text=f"majority baseline {baseline:.2f}")
     if z is not None:
-        fig.add_trace(go.Scatter(x=layers, y=z, mode="lines", name="z (readout alignment)",
+        fig.add_trace(go.Scatter(x=list(range(len(z))), y=z, mode="lines", name="z (readout alignment)",
                                  line=dict(color="#d62728", dash="dash")), secondary_y=True)
     fig.update_yaxes(title="accuracy", range=[0, 1.02], secondary_y=False)
     if z is not None:
