@@ -217,7 +217,9 @@ class Background:
             thread.join(timeout)
 
     def line(self) -> str:
-        """What is ready, one short clause per group: "Exact curve: layer 19/31 · Previews ahead: 6/14 ready"."""
+        """What is ready, one short clause per group: "Exact curve: layer 19/31 · Previews ahead: 6/14 ready", with
+        the running task's steps where the page shows its result: "Probes: 0/2 ready (64 texts first, pooled states:
+        16/64, about 20 s left)"."""
         with self.lock:
             groups: dict[str, list[Task]] = {}
             for task in self.tasks:
@@ -230,7 +232,10 @@ class Background:
             elif len(tasks) == 1:
                 parts.append(f"{group}: {'ready' if tasks[0].state == 'done' else tasks[0].state}")
             else:
-                parts.append(f"{group}: {sum(task.state == 'done' for task in tasks)}/{len(tasks)} ready")
+                ready = f"{group}: {sum(task.state == 'done' for task in tasks)}/{len(tasks)} ready"
+                if running is not None and running.shows and running.total:  # what the page waits for, said
+                    ready += f" ({running.key}, {running.stage}: {running.done}/{running.total}{running.left})"
+                parts.append(ready)
         return " · ".join(parts)
 
     def _showing(self) -> bool:  # the lock held
@@ -292,7 +297,7 @@ def show_status(background: Background) -> None:
                 drawn, drawn_at = text, time.monotonic()
             background.wait_shown(POLL_SECONDS)
             _ = "background" in st.session_state  # where Streamlit stops this run for a visitor's newer one
-            if background.to_draw_layers():
+            if background.to_draw() or background.to_draw_layers():  # one result of several, or layers of one
                 st.rerun(scope="app")
         if background.to_draw() or (refresh and background.idle()):
             st.rerun(scope="app")

@@ -1642,6 +1642,32 @@ def test_the_status_refresh_reruns_the_page_once_its_result_is_done_and_stops_fo
     worker.join(30)
 
 
+def test_the_status_refresh_reruns_the_page_for_each_result_it_shows_as_it_is_done(monkeypatch):
+    """Of two results the page shows (the probes on a subset of the texts, then on all of them), the first is drawn
+    while the second is computed, not when both are done."""
+    from dashboard import background
+    from dashboard.background import Background, Task
+
+    page = _Page()
+    monkeypatch.setattr(background, "st", page)
+    worker, finish = Background(Admission()), threading.Event()
+    worker.replace([Task("64 texts first", "Probes", Priority.NEXT, lambda progress, slot: None, "A", shows=True),
+                    Task("all 240 texts", "Probes", Priority.NEXT,
+                         lambda progress, slot: progress("pooled states", 16, 176) or finish.wait(30), "A",
+                         shows=True)])
+    background.show_status(worker)
+    status, _ = page.run_every
+    threading.Timer(3.0, finish.set).start()
+    begun = time.monotonic()
+    with pytest.raises(_Rerun, match="app"):
+        status()
+    assert time.monotonic() - begun < 1.0 and worker.tasks[1].state == "running"
+    while worker.tasks[1].total == 0:
+        time.sleep(0.01)
+    assert worker.line() == "Probes: 1/2 ready (all 240 texts, pooled states: 16/176)"  # what the page waits for
+    worker.join(30)
+
+
 def test_blocks_of_128_tokens_without_the_preview_flag_are_an_exact_setting_and_stored(tmp_path):
     states, w_u = planted_readout(n=300)
     layers, basis, cache = np.stack([states, states * 2]), readout_basis(w_u), ResultCache(tmp_path)
