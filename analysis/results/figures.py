@@ -393,13 +393,15 @@ def convergence_figure(results: list, n_a: int) -> go.Figure:
 
 def probe_figure(accuracy: np.ndarray | None, baseline: float | None, z: list[float] | None = None,
                  title: str = "Probe accuracy and z by layer") -> go.Figure:
-    """Probe accuracy per layer with the majority baseline (None: not yet, the accuracy axis left empty), and z
-    on a second axis."""
+    """Probe accuracy per layer with the majority baseline (None: not yet, its axis drawn empty), and z on a second
+    axis."""
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     if accuracy is not None:
         fig.add_trace(go.Scatter(x=list(range(len(accuracy))), y=accuracy, mode="lines+markers",
                                  name="probe accuracy (held out)"))
         fig.add_hline(y=baseline, line_dash="dot", annotation_text=f"majority baseline {baseline:.2f}")
+    else:  # an empty trace: plotly draws no axis that no trace is on
+        fig.add_trace(go.Scatter(x=[], y=[], showlegend=False))
     if z is not None:
         fig.add_trace(go.Scatter(x=list(range(len(z))), y=z, mode="lines", name="z (readout alignment)",
                                  line=dict(color="#d62728", dash="dash")), secondary_y=True)
