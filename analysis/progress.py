@@ -51,7 +51,7 @@ class TimeLeft:
     def describe(left: float | None) -> str:
         if left is None:
             return ""
-        return f", about {left:.0f} s left" if left < 90 else f", about {left / 60:.0f} min left"
+        return f", about {max(1, round(left))} s left" if left < 90 else f", about {left / 60:.0f} min left"
 
 
 class TqdmProgress:

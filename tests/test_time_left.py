@@ -16,3 +16,7 @@ def test_time_left_follows_the_pace_of_the_current_stage_after_its_first_step(mo
     assert left("PGA by layer", 2, 31) == ", about 29 s left"
     assert left("PGA by layer", 3, 31) == ", about 5 min left"  # 2 layers in 21 s, 28 to go
     assert left("PGA by layer", 1, 31) == ""  # a count that goes back starts again
+
+
+def test_time_left_says_a_second_at_least():
+    assert TimeLeft.describe(0.3) == ", about 1 s left" and TimeLeft.describe(24.4) == ", about 24 s left"
