@@ -97,6 +97,11 @@ def test_bad_matrices():
         cosine_stats(np.zeros((5, 3)))
     with pytest.raises(InputError, match="\\[V, d\\] matrix"):
         cosine_stats(np.zeros(5))
+    for bad in (np.nan, np.inf):
+        matrix = np.random.default_rng(0).standard_normal((3000, 8))
+        matrix[2500, 3] = bad  # in the third block of rows
+        with pytest.raises(InputError, match="NaN or Inf"):
+            cosine_stats(matrix)
 
 
 def test_too_large_for_memory_says_how_much(monkeypatch):

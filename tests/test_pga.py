@@ -66,20 +66,28 @@ def test_variance_and_pc_angles_in_readout_equal_plain_ones_at_every_k_and_ccr_d
     assert len({r.pc1_angle_deg for r in results}) == 3  # k = 8, 3 and 12 differ; CCR depths share
 
 
-def test_readout_basis_equals_the_svd_of_w_u_across_row_blocks():
-    """V_k from W_U^T W_U summed over row blocks (the last one short) spans W_U's top-k right singular vectors, with
-    its singular values; the planted spectrum and top direction are found."""
+def test_readout_basis_equals_the_svd_of_w_u():
+    """V_k from W_U^T W_U (its row blocks: ``test_cores``) spans W_U's top-k right singular vectors, with its
+    singular values; the planted spectrum and top direction are found."""
     rng = np.random.default_rng(8)
     rotation = np.linalg.qr(rng.standard_normal((30, 30)))[0]
     scales = np.geomspace(10, 0.5, 30)
     scales[0] = 30  # a planted top direction: rotation's first column
     w_u = (rng.standard_normal((700, 30)) * scales) @ rotation.T
-    basis = readout_basis(torch.tensor(w_u, dtype=torch.float32), block_rows=256)
+    basis = readout_basis(torch.tensor(w_u, dtype=torch.float32))
     _, singular, vt = np.linalg.svd(w_u.astype(np.float32).astype(np.float64), full_matrices=False)
     np.testing.assert_allclose(basis.singular_values, singular, rtol=1e-9)
     for k in (1, 5, 29):
         np.testing.assert_allclose(basis.top(k) @ basis.top(k).T, vt[:k].T @ vt[:k], rtol=0, atol=1e-8)
     assert abs(basis.top(1)[:, 0] @ rotation[:, 0]) > 0.99  # the planted top direction
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_readout_basis_of_an_unembedding_with_nan_or_inf_says_so(bad):
+    w_u = np.random.default_rng(0).standard_normal((100, 12)).astype(np.float32)
+    w_u[57, 4] = bad
+    with pytest.raises(InputError, match="The unembedding holds NaN or Inf values"):
+        readout_basis(w_u)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])

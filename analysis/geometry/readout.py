@@ -2,7 +2,7 @@
 
 Computed as the eigenvectors of ``W_U^T W_U`` ``[d, d]`` in float64 (same subspace as an SVD of
 W_U, far cheaper), accumulated over row blocks so a 256k vocabulary never needs a float64 copy of
-W_U. Computed once per model; every k is a slice.
+W_U (on the CPU, the blocks spread over every core). Computed once per model; every k is a slice.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
+from analysis.cores import gram64
 from analysis.errors import require
 from analysis.storage.codec import storable
 
@@ -47,22 +48,21 @@ class ReadoutBasis:
         return self.vectors[:, :k]
 
 
-def readout_basis(w_u: np.ndarray | torch.Tensor, block_rows: int = 8192,
-                  device: str | torch.device = "cpu") -> ReadoutBasis:
+def readout_basis(w_u: np.ndarray | torch.Tensor, device: str | torch.device = "cpu") -> ReadoutBasis:
     """Eigen-decompose ``W_U^T W_U`` (float64, row blocks) into a :class:`ReadoutBasis`."""
     w_u = torch.as_tensor(w_u)
     require(w_u.ndim == 2 and w_u.shape[0] >= 1,
             f"The unembedding must be a [V, d] matrix with V >= 1; got shape {tuple(w_u.shape)}.")
-    require(bool(torch.isfinite(w_u).all()), "The unembedding holds NaN or Inf values.")
-    d = w_u.shape[1]
-    on_cpu = torch.device(device).type == "cpu"
-    gram = np.zeros((d, d)) if on_cpu else torch.zeros(d, d, dtype=torch.float64, device=device)
-    for start in range(0, w_u.shape[0], block_rows):
-        block = w_u[start:start + block_rows].to(device=device, dtype=torch.float64)
-        if on_cpu:  # numpy's B^T B is a symmetric rank-k update: half the multiplications of torch's product
-            block = block.numpy()
-        gram += block.T @ block
-    eigenvalues, eigenvectors = torch.linalg.eigh(torch.as_tensor(gram))
+    if torch.device(device).type == "cpu":
+        gram = torch.from_numpy(gram64(w_u.cpu()))
+    else:
+        gram = torch.zeros(w_u.shape[1], w_u.shape[1], dtype=torch.float64, device=device)
+        for start in range(0, w_u.shape[0], 8192):
+            block = w_u[start:start + 8192].to(device=device, dtype=torch.float64)
+            gram += block.T @ block
+    # the diagonal's sums of squares are finite exactly when every entry is (a weight's square fits float64)
+    require(bool(torch.isfinite(gram.diagonal()).all()), "The unembedding holds NaN or Inf values.")
+    eigenvalues, eigenvectors = torch.linalg.eigh(gram)
     order = torch.argsort(eigenvalues, descending=True)
     singular = eigenvalues[order].clamp(min=0).sqrt()
     return ReadoutBasis(eigenvectors[:, order].cpu().numpy(), singular.cpu().numpy())
