@@ -1469,6 +1469,30 @@ def test_with_the_hidden_states_at_hand_the_probes_page_draws_z_at_once_then_the
     assert "168 training and 72 held-out texts" in " ".join(shown(c.value) for c in app.caption)
 
 
+def test_a_failure_while_the_texts_are_pooled_is_a_warning_under_the_z_it_leaves_drawn(tiny_models, monkeypatch):
+    """With the hidden states at hand the probes page draws z and pools the texts in the background: a pooling failure
+    (out of memory here) is said as that work's warning, and z stays drawn."""
+    model = tiny_models[("llama", False)]
+    settled(run_page("pages/readout.py", settle=False, model=model, n_tokens=128, seed=31))  # states and z stored
+
+    def failing(*args, real=analyses.model_probes, **kwargs):
+        if kwargs.get("stored_only"):
+            return real(*args, **kwargs)
+        raise MemoryError("out of memory while pooling")
+
+    monkeypatch.setattr(analyses, "model_probes", failing)
+    app = settled(run_page("pages/probes.py", settle=False, model=model, n_tokens=128, seed=31))
+    app.run()  # as the status line reruns the page once nothing runs
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    warnings = [shown(w.value) for w in app.warning]
+    assert any(w.startswith("Probes (") and w.endswith("stopped: out of memory while pooling") for w in warnings), \
+        warnings
+    (figure,) = charts(app)
+    z = next(trace for trace in figure["data"] if trace.get("name") == "z (readout alignment)")
+    assert len(decode(z["y"])) == 4  # embeddings + 3 blocks
+
+
 def test_background_work_gives_way_to_a_request_on_another_model_and_a_move_stops_what_is_no_longer_asked():
     from dashboard.background import Background, Task
 
