@@ -10,8 +10,11 @@ from dashboard.compute import page_drawn
 from dashboard.text import literal
 
 st.set_page_config(page_title="Readout geometry", page_icon=":material/scatter_plot:", layout="wide")
-# Metric values smaller than Streamlit's, so that "indeterminate" fits a third of a 1000 px window.
-st.html("<style>[data-testid=stMetricValue] { font-size: 1.6rem; }</style>")
+# Metric values smaller than Streamlit's, so that "indeterminate" fits a third of a 1000 px window. The z chart of a
+# setting the visitor has moved away from fades at once (Streamlit fades a stale element after half a second; a
+# page's rerun re-draws its chart within 0.15 s, so that one does not blink).
+st.html("<style>[data-testid=stMetricValue] { font-size: 1.6rem; }"
+        ".st-key-z-chart [data-stale=true] { opacity: 0.33; transition: opacity 0.1s ease-in 0.15s; }</style>")
 pages = [
     st.Page("pages/triage.py", title="Triage", icon=":material/stethoscope:", default=True),
     st.Page("pages/readout.py", title="Readout alignment", icon=":material/ssid_chart:"),

@@ -24,13 +24,10 @@ overlay = controls[2].multiselect("Overlay CCR depths", OVERLAY_CCRS, default=[]
                                   help="e.g. 1, 5, 10: one more full sweep per depth (cached once computed).")
 
 asked_for = [(k, (ccr,))] + ([(k, tuple(sorted(overlay)))] if overlay else [])
-setting, place = (view, asked_for), st.container()  # the z chart's place
-redraw = st.session_state.get("readout drawn") == setting  # a rerun to draw what came in (an exact curve, its layers)
-if redraw:  # the chart stays until it is drawn again (an empty placeholder blanked it for ~0.2 s)
-    first = place.container()
-else:  # a move: the previous setting's chart goes at once, until this one's is drawn
-    first = place.empty()
-    first.info(f"Computing k = {k}, CCR-{ccr} ...", icon=":material/hourglass:")
+# The z chart's place. After a move the last chart drawn stays there, faded at once (``app.py``), until this run draws
+# the new setting's: an info box in its place moved every chart below up and back down, which chromium repainted twice
+# (on 2 cores, a move's exact curve came 3-5 % later; BENCHMARKS.md), and a visitor scrolled down saw the page jump.
+place = st.container(key="z-chart")
 status = st.container()  # what the background has ready, under the curve it will replace
 below = st.container() if overlay else None  # the overlay's chart
 layer = layer_slider(n_entries)  # before the runs: a preview the page makes at a few layers includes this one
@@ -38,11 +35,10 @@ with compute.friendly_errors():  # the exact runs when stored, else previews dra
     runs = [compute.stored_pga(view, loaded, *wanted) or compute.preview_pga(view, loaded, *wanted, layer)
             for wanted in asked_for]
 run = runs[0]
-with first if redraw else first.container():  # the chart in the same place either way
+with place:
     chart(run.z_figure(), run.table(), "z-by-layer",
           f"{run.describe()}. {run.error_bars()} "
           + provenance(run.provenance, "Hidden states"))
-st.session_state["readout drawn"] = setting
 
 if overlay:
     several = runs[1]
