@@ -11,10 +11,10 @@ from dashboard.text import literal
 
 st.set_page_config(page_title="Readout geometry", page_icon=":material/scatter_plot:", layout="wide")
 # Metric values smaller than Streamlit's, so that "indeterminate" fits a third of a 1000 px window. The z chart of a
-# setting the visitor has moved away from fades at once (Streamlit fades a stale element after half a second; a
-# page's rerun re-draws its chart within 0.15 s, so that one does not blink).
+# setting the visitor has moved away from fades at once, in one step (Streamlit fades a stale element over a second,
+# after half a second; a page's rerun draws its chart again within 0.15 s, so that one does not blink).
 st.html("<style>[data-testid=stMetricValue] { font-size: 1.6rem; }"
-        ".st-key-z-chart [data-stale=true] { opacity: 0.33; transition: opacity 0.1s ease-in 0.15s; }</style>")
+        ".st-key-z-chart [data-stale=true] { opacity: 0.33; transition: opacity 0s 0.15s; }</style>")
 pages = [
     st.Page("pages/triage.py", title="Triage", icon=":material/stethoscope:", default=True),
     st.Page("pages/readout.py", title="Readout alignment", icon=":material/ssid_chart:"),

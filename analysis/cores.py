@@ -91,24 +91,25 @@ def one_blas_thread() -> Iterator[None]:
                 _limiter.restore_original_limits()
 
 
-def gram64(rows: torch.Tensor, block_bytes: int = 1 << 25) -> np.ndarray:
+def gram64(rows: torch.Tensor, block_bytes: int = 1 << 25, sums_bytes: int = 1 << 30) -> np.ndarray:
     """``X^T X`` ``[d, d]`` in float64 of ``rows`` ``X`` ``[n, d]`` (any float dtype, on the CPU), with no float64 copy
     of ``X``: blocks of rows (``block_bytes`` each in float64) taken in turn by every core, each core summing its own
     blocks' ``B^T B`` (numpy's symmetric rank-k update, half the multiplications of a product) and the cores' sums
-    added. numpy's BLAS is on one thread (``analysis``): one core made the 1B shape's 50,304 x 2,048 Gram in 4.5-5.1 s,
-    two in 2.4-2.8 s."""
+    added; as many cores as their sums and products (two ``[d, d]`` each) fit in ``sums_bytes``. numpy's BLAS is on
+    one thread (``analysis``): one core made the 1B shape's 50,304 x 2,048 Gram in 4.5-5.1 s, two in 2.4-2.8 s."""
     d = rows.shape[1]
     starts = range(0, len(rows), max(1, block_bytes // (8 * d)))
+    cores = max(1, min(WORKERS, len(starts), sums_bytes // (2 * 8 * d * d)))
 
     def part(first: int) -> np.ndarray:
         gram = np.zeros((d, d))
-        for start in starts[first::WORKERS]:
+        for start in starts[first::cores]:
             block = rows[start:start + starts.step].to(torch.float64).numpy()
             gram += block.T @ block
         return gram
 
     with one_blas_thread():
-        parts = on_every_core(part, range(max(1, min(WORKERS, len(starts)))))
+        parts = on_every_core(part, range(cores))
     total = parts[0]
     for other in parts[1:]:
         total += other

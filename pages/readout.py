@@ -25,8 +25,8 @@ overlay = controls[2].multiselect("Overlay CCR depths", OVERLAY_CCRS, default=[]
 
 asked_for = [(k, (ccr,))] + ([(k, tuple(sorted(overlay)))] if overlay else [])
 # The z chart's place. After a move the last chart drawn stays there, faded at once (``app.py``), until this run draws
-# the new setting's: an info box in its place moved every chart below up and back down, which chromium repainted twice
-# (on 2 cores, a move's exact curve came 3-5 % later; BENCHMARKS.md), and a visitor scrolled down saw the page jump.
+# the new setting's: an info box in its place moved every chart below up and back down (chromium laid out and painted
+# the page twice a move, on the cores the exact run needs), and a visitor scrolled down saw the page jump.
 place = st.container(key="z-chart")
 status = st.container()  # what the background has ready, under the curve it will replace
 below = st.container() if overlay else None  # the overlay's chart

@@ -76,9 +76,11 @@ def test_an_items_error_is_raised_and_no_later_group_starts():
 @pytest.mark.parametrize("rows, block_rows", [(1, 64), (700, 64), (700, 1000), (64 * WORKERS * 3 + 5, 64)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gram64_equals_the_float64_product_over_any_split_into_blocks(rows, block_rows, dtype):
-    """One block, a short last block, fewer blocks than cores and several blocks a core: X^T X of the float64 rows."""
+    """One block, a short last block, fewer blocks than cores and several blocks a core, on every core or on the one
+    whose sums fit: X^T X of the float64 rows."""
     x = torch.randn(rows, 24, generator=torch.Generator().manual_seed(rows)).to(dtype)
     plain = x.to(torch.float64).numpy()
-    gram = gram64(x, block_bytes=block_rows * 24 * 8)
-    assert gram.dtype == np.float64 and gram.shape == (24, 24)
-    np.testing.assert_allclose(gram, plain.T @ plain, rtol=1e-12, atol=1e-12)
+    for sums_bytes in (1 << 30, 1):
+        gram = gram64(x, block_bytes=block_rows * 24 * 8, sums_bytes=sums_bytes)
+        assert gram.dtype == np.float64 and gram.shape == (24, 24)
+        np.testing.assert_allclose(gram, plain.T @ plain, rtol=1e-12, atol=1e-12)
