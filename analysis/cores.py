@@ -1,5 +1,6 @@
 """Work on every core: compiled kernels that release the GIL (numba ``nogil``) and BLAS calls, run by one shared pool
-of threads; and BLAS held to one thread while they do. :func:`gram64`: a float64 Gram matrix made so."""
+of threads; and BLAS held to one thread while they do. :func:`gram64`: a float64 Gram matrix made so (on a GPU,
+block by block)."""
 
 from __future__ import annotations
 
@@ -91,20 +92,28 @@ def one_blas_thread() -> Iterator[None]:
                 _limiter.restore_original_limits()
 
 
-def gram64(rows: torch.Tensor, block_bytes: int = 1 << 25, sums_bytes: int = 1 << 30) -> np.ndarray:
-    """``X^T X`` ``[d, d]`` in float64 of ``rows`` ``X`` ``[n, d]`` (any float dtype, on the CPU), with no float64 copy
-    of ``X``: blocks of rows (``block_bytes`` each in float64) taken in turn by every core, each core summing its own
-    blocks' ``B^T B`` (numpy's symmetric rank-k update, half the multiplications of a product) and the cores' sums
-    added; as many cores as their sums and products (two ``[d, d]`` each) fit in ``sums_bytes``. numpy's BLAS is on
-    one thread (``analysis``): one core made the 1B shape's 50,304 x 2,048 Gram in 4.5-5.1 s, two in 2.4-2.8 s."""
-    d = rows.shape[1]
+def gram64(rows: torch.Tensor, device: torch.device | str = "cpu", block_bytes: int = 1 << 25,
+           sums_bytes: int = 1 << 30) -> torch.Tensor:
+    """``X^T X`` ``[d, d]`` in float64 on ``device`` of ``rows`` ``X`` ``[n, d]`` (any float dtype, anywhere), with no
+    float64 copy of ``X``: blocks of rows, ``block_bytes`` each in float64. On a GPU the blocks are summed there one by
+    one. On the CPU every core takes blocks in turn and sums its blocks' ``B^T B`` (numpy's symmetric rank-k update,
+    half the multiplications of a product), then the cores' sums are added; as many cores as their sums and products
+    (two ``[d, d]`` each) fit in ``sums_bytes``. numpy's BLAS is on one thread (``analysis``): one core made the 1B
+    shape's 50,304 x 2,048 Gram in 4.5-5.1 s, two in 2.4-2.8 s."""
+    d, device = rows.shape[1], torch.device(device)
     starts = range(0, len(rows), max(1, block_bytes // (8 * d)))
+    if device.type != "cpu":
+        gram = torch.zeros(d, d, dtype=torch.float64, device=device)
+        for start in starts:
+            block = rows[start:start + starts.step].to(device=device, dtype=torch.float64)
+            gram += block.T @ block
+        return gram
     cores = max(1, min(WORKERS, len(starts), sums_bytes // (2 * 8 * d * d)))
 
     def part(first: int) -> np.ndarray:
         gram = np.zeros((d, d))
         for start in starts[first::cores]:
-            block = rows[start:start + starts.step].to(torch.float64).numpy()
+            block = rows[start:start + starts.step].to("cpu", torch.float64).numpy()
             gram += block.T @ block
         return gram
 
@@ -113,4 +122,4 @@ def gram64(rows: torch.Tensor, block_bytes: int = 1 << 25, sums_bytes: int = 1 <
     total = parts[0]
     for other in parts[1:]:
         total += other
-    return total
+    return torch.from_numpy(total)

@@ -82,5 +82,5 @@ def test_gram64_equals_the_float64_product_over_any_split_into_blocks(rows, bloc
     plain = x.to(torch.float64).numpy()
     for sums_bytes in (1 << 30, 1):
         gram = gram64(x, block_bytes=block_rows * 24 * 8, sums_bytes=sums_bytes)
-        assert gram.dtype == np.float64 and gram.shape == (24, 24)
-        np.testing.assert_allclose(gram, plain.T @ plain, rtol=1e-12, atol=1e-12)
+        assert gram.dtype == torch.float64 and gram.shape == (24, 24)
+        np.testing.assert_allclose(gram.numpy(), plain.T @ plain, rtol=1e-12, atol=1e-12)

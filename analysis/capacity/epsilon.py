@@ -105,14 +105,8 @@ def cosine_stats(matrix: np.ndarray | torch.Tensor, device: str = "auto") -> Cos
     torch_device = pick_device(device)
     x, n_zero = unit_rows(matrix, torch_device)
     n, d = x.shape
-    on_cpu = torch_device.type == "cpu"
-    total = torch.zeros(d, dtype=torch.float64, device=torch_device)
-    gram = torch.from_numpy(gram64(x)) if on_cpu else torch.zeros(d, d, dtype=torch.float64, device=torch_device)
-    for start in range(0, n, BLOCK_ROWS):
-        block = x[start:start + BLOCK_ROWS].to(torch.float64)
-        total += block.sum(dim=0)
-        if not on_cpu:
-            gram += block.T @ block
+    total = sum(block.sum(dim=0, dtype=torch.float64) for block in x.split(BLOCK_ROWS))
+    gram = gram64(x, torch_device)
     pairs = n * (n - 1) / 2
     mean = (float(total @ total) - n) / 2 / pairs
     mean_square = (float(gram.square().sum()) - n) / 2 / pairs

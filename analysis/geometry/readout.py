@@ -53,13 +53,7 @@ def readout_basis(w_u: np.ndarray | torch.Tensor, device: str | torch.device = "
     w_u = torch.as_tensor(w_u)
     require(w_u.ndim == 2 and w_u.shape[0] >= 1,
             f"The unembedding must be a [V, d] matrix with V >= 1; got shape {tuple(w_u.shape)}.")
-    if torch.device(device).type == "cpu":
-        gram = torch.from_numpy(gram64(w_u.cpu()))
-    else:
-        gram = torch.zeros(w_u.shape[1], w_u.shape[1], dtype=torch.float64, device=device)
-        for start in range(0, w_u.shape[0], 8192):
-            block = w_u[start:start + 8192].to(device=device, dtype=torch.float64)
-            gram += block.T @ block
+    gram = gram64(w_u, device)
     # the diagonal's sums of squares are finite exactly when every entry is (a weight's square fits float64)
     require(bool(torch.isfinite(gram.diagonal()).all()), "The unembedding holds NaN or Inf values.")
     eigenvalues, eigenvectors = torch.linalg.eigh(gram)
