@@ -308,13 +308,21 @@ def preview_pga(view: ViewState, loaded: LoadedModel, k: int | None = None, ccrs
     score, but made while the visitor waits it came 0.3-0.5 s later than one on 128-token blocks, BENCHMARKS.md.)
     Where a preview would not pay (a GPU, k = 1: :func:`needs_preview`) the exact run itself. At the policy's first
     priority: other work steps aside at its next pause point. The exact run's layers stored so far take the
-    preview's place (:meth:`PGARun.with_exact`): a long exact run is drawn layer by layer (``Task.shows_layers``)."""
+    preview's place (:meth:`PGARun.with_exact`): a long exact run is drawn layer by layer (``Task.shows_layers``).
+    A preview at some layers carries the others' PC angles and spectral metrics (``PGARun.shapes``)."""
     if not needs_preview(view.device, k):
         return pga(view, loaded, k, ccrs)
     exact, held = _settings(loaded, view, k, ccrs), states(view, loaded)
     so_far = analyses.model_pga_so_far(loaded, exact, held)
     drawn = _preview_pga(view, loaded, exact, held, shown_layer, {result.layer for result in so_far})
-    return drawn.with_exact([result for result in so_far if result.layer not in drawn.exact_layers], exact)
+    drawn = drawn.with_exact([result for result in so_far if result.layer not in drawn.exact_layers], exact)
+    if drawn.of_layers is None:
+        return drawn
+    # the lower charts whole: the PC angles and spectral metrics of the other layers, as the exact run will draw them
+    # (milliseconds, from the layers' PCAs; so chromium need not replot the PC charts when the exact curve comes)
+    have = {result.layer for result in drawn.results}
+    missing = [layer for layer in range(drawn.of_layers) if layer not in have]
+    return replace(drawn, shapes=tuple(analyses.model_shapes(loaded, exact, held, missing, view.compute)))
 
 
 def _preview_pga(view: ViewState, loaded: LoadedModel, exact: PGASettings, held: Entry, shown_layer: int | None,

@@ -1215,6 +1215,33 @@ def test_a_long_exact_run_is_drawn_layer_by_layer_in_the_previews_place_and_the_
     assert "Exact curve" not in [task.group for task in tasks]
 
 
+def test_a_preview_at_some_layers_draws_its_lower_charts_at_every_layer_whose_pca_is_at_hand(deep_model, monkeypatch):
+    """A preview at five layers of seventeen draws z there, and the PC angles and spectral metrics (the lower charts)
+    at every layer whose PCA the engine remembers, equal to the exact run's: only z changes when it comes."""
+    from dashboard import compute
+
+    monkeypatch.setattr(compute, "PREVIEW_SECONDS", -1.0)  # the preview's five first layers, no more
+    view = compute.ViewState(model=str(deep_model), n_tokens=1024, seed=28)
+    loaded = analyses.open_model(view.choice, CPU)
+    states = analyses.model_hidden_states(loaded, builtin_corpus(), view.sampling, CPU)
+    analyses.warm_pga(loaded, builtin_corpus(), view.sampling, pga_settings(32, seed=28), CPU, states=states)
+    app = run_page("pages/readout.py", settle=False, model=deep_model, n_tokens=1024, k=8, ccr=2, seed=28, layer=5)
+    app.session_state["background"].replace([])
+    assert not app.exception
+    z, _, pc1, heatmap, spectral = (json.loads(chart.proto.spec) for chart in app.get("plotly_chart")[:5])
+    previewed, every = [0, 5, 10, 13, 16], list(range(17))
+    assert decode(z["data"][0]["x"]) == previewed and "Preview" in z["layout"]["title"]["text"]
+    assert decode(pc1["data"][0]["x"]) == every and decode(heatmap["data"][0]["x"]) == every
+    assert decode(spectral["data"][0]["x"]) == previewed  # z's panel: the preview's layers
+    assert all(decode(panel["x"]) == every for panel in spectral["data"][1:])
+    exact = analyses.model_pga(loaded, builtin_corpus(), view.sampling, pga_settings(32, (8,), (2,), seed=28),
+                               compute=CPU, states=states)
+    assert decode(pc1["data"][0]["y"]) == pytest.approx([r.pc1_angle_deg for r in exact.results], abs=1e-9)
+    for panel, field in zip(spectral["data"][1:], ("rankme", "alpha_req", "isotropy", "condition_number"),
+                            strict=True):
+        assert decode(panel["y"]) == pytest.approx([getattr(r, field) for r in exact.results], rel=1e-9)
+
+
 def test_the_exact_runs_layers_take_a_previews_place_and_all_of_them_are_the_exact_run():
     """``PGARun.with_exact``: the exact results replace the preview's at their layers and add the others (layer order,
     filled markers against the preview's open ones); at every layer the result is the exact run, settings and all."""

@@ -66,6 +66,31 @@ def test_variance_and_pc_angles_in_readout_equal_plain_ones_at_every_k_and_ccr_d
     assert len({r.pc1_angle_deg for r in results}) == 3  # k = 8, 3 and 12 differ; CCR depths share
 
 
+@pytest.mark.parametrize("states_key", [None, "these states"])
+def test_remembered_shapes_equal_the_sweeps_fields_at_the_layers_whose_pca_it_remembers(states_key):
+    """A preview at some layers draws the lower charts of the others from :func:`pga.remembered_shapes`: the planted
+    layer's PC1 inside V_k and the noise layer's far from it, equal to the exact sweep's, nothing fitted."""
+    states, w_u = planted_readout(n=120, seed=5)
+    noise = np.random.default_rng(6).standard_normal(states.shape).astype(np.float32)
+    layers, basis = np.stack([states, noise, states * 3 - 1]), readout_basis(w_u)
+    settings = PGASettings(**{**FAST, "ks": (8, 3), "ccrs": (0, 2)})
+    memory = EngineMemory()
+    assert pga.remembered_shapes(layers, basis, settings, [0, 1, 2], memory=memory, states_key=states_key) == []
+    swept = pga_sweep(layers, basis, settings, [0, 1], memory=memory, states_key=states_key)
+    shapes = pga.remembered_shapes(layers, basis, settings, [0, 1, 2], memory=memory, states_key=states_key)
+    assert [(s.layer, s.k, s.ccr) for s in shapes] == [(r.layer, r.k, r.ccr) for r in swept]  # layer 2: no PCA
+    for shape, result in zip(shapes, swept, strict=True):
+        assert np.array_equal(shape.pc_angles_deg, result.pc_angles_deg)
+        assert np.array_equal(shape.pc_share_in_readout, result.pc_share_in_readout)
+        assert [shape.rankme, shape.alpha_req, shape.isotropy, shape.condition_number] == [
+            result.rankme, result.alpha_req, result.isotropy, result.condition_number]
+    planted, plain = (min(s.pc1_angle_deg for s in shapes if s.layer == layer) for layer in (0, 1))
+    assert planted < 10 and plain > 45
+    assert memory.count("pca") == 2  # nothing fitted for layer 2
+    half = replace(settings, ccr_fit="half")  # the corrected spectrum is fitted on the scored rows: not at hand
+    assert pga.remembered_shapes(layers, basis, half, [0, 1], memory=memory, states_key=states_key) == []
+
+
 def test_readout_basis_equals_the_svd_of_w_u():
     """V_k from W_U^T W_U (its row blocks: ``test_cores``) spans W_U's top-k right singular vectors, with its
     singular values; the planted spectrum and top direction are found."""

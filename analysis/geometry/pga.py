@@ -176,6 +176,27 @@ class LayerPGA(NullMoments):
         }
 
 
+@dataclass(frozen=True)
+class LayerShape:
+    """What a layer's lower charts draw at one (k, CCR depth), no null draw in it: its top principal directions'
+    angles to V_k and shares inside it, and the spectral metrics of its CCR-corrected states. :class:`LayerPGA`'s
+    fields of the same names, equal to them (:func:`remembered_shapes`)."""
+
+    layer: int
+    k: int
+    ccr: int
+    pc_angles_deg: np.ndarray = field(repr=False)
+    pc_share_in_readout: np.ndarray = field(repr=False)
+    rankme: float
+    alpha_req: float
+    isotropy: float
+    condition_number: float
+
+    @property
+    def pc1_angle_deg(self) -> float:
+        return float(self.pc_angles_deg[0])
+
+
 PAPER_K = 100  # the readout dimension the paper uses
 
 
@@ -668,11 +689,38 @@ def _readout_variances(fitted: torch.Tensor, pca: PCA, readout: torch.Tensor, me
     return kept
 
 
-def _angles(components: torch.Tensor, readout_k: torch.Tensor, n_pcs: int):
-    """(angles ``[n_pcs]`` in degrees, their shares inside V_k): the layer's principal directions ``components``
-    against ``readout_k`` V_k ``[d, k]``, the same at every CCR depth."""
-    inside = (readout_k.T @ components[:, :n_pcs]).norm(dim=0).clamp(max=1.0)
-    return torch.rad2deg(torch.arccos(inside)).cpu().numpy(), (inside**2).cpu().numpy()
+def _angles(pca: PCA, readout_k: torch.Tensor, n_pcs: int) -> tuple[np.ndarray, np.ndarray]:
+    """(angles ``[n_pcs]`` in degrees, their shares inside V_k): the layer's principal directions against
+    ``readout_k`` V_k ``[d, k]``, the same at every CCR depth; NaN where the states are all alike (no direction)."""
+    inside = (readout_k.T @ pca.components[:, :n_pcs]).norm(dim=0).clamp(max=1.0)
+    angles, shares = torch.rad2deg(torch.arccos(inside)).cpu().numpy(), (inside**2).cpu().numpy()
+    if float(pca.variances.sum()) <= 0:
+        return np.full_like(angles, np.nan), np.full_like(shares, np.nan)
+    return angles, shares
+
+
+def remembered_shapes(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings, layers: list[int],
+                      device: str = "auto", memory: EngineMemory | None = None,
+                      states_key: str | None = None) -> list[LayerShape]:
+    """:class:`LayerShape` of ``states`` ``[L, N, d]`` at every (k, CCR depth) of ``settings``, at those of ``layers``
+    whose PCA ``memory`` holds (:func:`pga_sweep` left it there; nothing is fitted, no pair scored): a preview at a
+    few layers draws its lower charts whole with them, as the exact run will. Equal to :func:`pga_sweep`'s fields.
+    Empty where CCR is fitted on half the rows (the corrected states' spectrum is then fitted afresh)."""
+    if settings.ccr_fit != "same":
+        return []
+    memory, torch_device, needed = memory or default_memory(), pick_device(device), max(settings.n_pcs, *settings.ccrs)
+    readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
+    shapes = []
+    for layer in sorted({layer % len(states) for layer in layers}):
+        rows = torch.as_tensor(states[layer], device=torch_device)
+        pca = memory.get("pca", _rows_key(rows, memory, states_key, (layer, "fitted", "same", None)))
+        if pca is None or pca.components.shape[1] < min(needed, pca.variances.numel()):
+            continue
+        directions = {k: _angles(pca, readouts[k], settings.n_pcs) for k in settings.ks}
+        for c in settings.ccrs:  # in the sweep's order
+            spectrum = spectral_metrics(pca.variances[c:].cpu().numpy(), states.shape[2], settings.alpha_fit)
+            shapes += [LayerShape(layer, k, c, *directions[k], **spectrum) for k in settings.ks]
+    return shapes
 
 
 def _split(n: int, how: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -815,12 +863,9 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
                     if settings.preview and every_pair:
                         memory.put("leading rhos", scored_rhos, rhos)
                 rho, null = float(rhos[0]), rhos[1:]
-                # the same at every CCR depth
-                angles, shares = _angles(pca.components, readouts[k], settings.n_pcs)
+                angles, shares = _angles(pca, readouts[k], settings.n_pcs)  # the same at every CCR depth
                 in_readout = float(_readout_variances(fitted, pca, readouts[k], memory,
                                                       (fit_key, basis.digest))[:k].sum())
-                if centred_cov_trace <= 0:  # identical states: no principal direction, no angle
-                    angles, shares = np.full_like(angles, np.nan), np.full_like(shares, np.nan)
                 rng = np.random.default_rng([settings.seed, layer, k, c])
                 results.append(LayerPGA(
                     layer=layer, k=k, ccr=c, n_tokens=n, n_pairs=design.n_pairs, rho_readout=rho, null=null,

@@ -17,7 +17,7 @@ from analysis.capacity.formulas import FORMULAS, CapacityReport, capacity_curves
 from analysis.capacity.packing import PackingCell
 from analysis.errors import require
 from analysis.geometry.convergence import LayerConvergence
-from analysis.geometry.pga import LayerPGA, PGASettings
+from analysis.geometry.pga import LayerPGA, LayerShape, PGASettings
 from analysis.geometry.probes import ProbeResult
 from analysis.geometry.readout import ReadoutBasis
 from analysis.geometry.verdict import Verdict
@@ -55,6 +55,7 @@ class PGARun:
     preview: bool = False  # computed on less work (``preview_settings``); the exact run replaces it
     of_layers: int | None = None  # a preview of some of the layers: how many the states have
     exact_layers: tuple[int, ...] = ()  # a preview's layers that hold the exact run's results (:meth:`with_exact`)
+    shapes: tuple[LayerShape, ...] = ()  # a preview at some layers: the others' for the lower charts (:meth:`shaped`)
 
     @property
     def n_tokens(self) -> int:
@@ -152,14 +153,23 @@ class PGARun:
         require(bool(chosen), f"Layer {layer} was not computed; computed: {[r.layer for r in self.at(k, ccr)]}.")
         return chosen[0]
 
+    def shaped(self, k: int | None = None, ccr: int | None = None) -> list[LayerPGA | LayerShape]:
+        """:meth:`at` and, at the layers it lacks, ``shapes``: a preview at some layers draws its PC angles and
+        spectral metrics at every layer whose PCA was at hand, as the exact run will (no null draw in them)."""
+        results = self.at(k, ccr)
+        k, ccr = results[0].k, results[0].ccr
+        have = {r.layer for r in results}
+        return sorted(results + [s for s in self.shapes if (s.k, s.ccr) == (k, ccr) and s.layer not in have],
+                      key=lambda r: r.layer)
+
     def pc1_figure(self, k: int | None = None, ccr: int | None = None) -> go.Figure:
-        return figures.pc_angle_by_layer(self.at(k, ccr))
+        return figures.pc_angle_by_layer(self.shaped(k, ccr))
 
     def pc_heatmap(self, k: int | None = None, ccr: int | None = None) -> go.Figure:
-        return figures.pc_angle_heatmap(self.at(k, ccr))
+        return figures.pc_angle_heatmap(self.shaped(k, ccr))
 
     def spectral_figure(self, k: int | None = None, ccr: int | None = None) -> go.Figure:
-        return figures.spectral_small_multiples(self.at(k, ccr))
+        return figures.spectral_small_multiples(self.at(k, ccr), self.shaped(k, ccr))
 
     def to_json(self) -> dict:
         """The CLI's ``pga`` contract."""

@@ -21,7 +21,7 @@ from analysis.capacity.formulas import (
     capacity_curves,
     epsilon_curves,
 )
-from analysis.geometry.pga import LayerPGA
+from analysis.geometry.pga import LayerPGA, LayerShape
 
 FORMULA_LABELS = {"full": "fully parameterised", "adjusted": "adjusted (C = 1.2934)",
                   "jl_fitted": "JL fitted (C = 3.0295)", "jl_proven": "JL proven (C = 8)"}
@@ -166,14 +166,14 @@ def null_distribution(result: LayerPGA) -> go.Figure:
                    xaxis=dict(title="Spearman rho (full vs projected distances)"), yaxis=dict(title="count"))
 
 
-def pc_angle_by_layer(results: list[LayerPGA]) -> go.Figure:
+def pc_angle_by_layer(results: list[LayerPGA | LayerShape]) -> go.Figure:
     """PC1 angle to V_k against layer."""
     return _figure([go.Scatter(x=[r.layer for r in results], y=[r.pc1_angle_deg for r in results],
                                mode="lines+markers", name="PC1")], "PC1 angle to V_k", **_dark_direction(),
                    yaxis=dict(title="angle to V_k (degrees)", range=[0, 92]), xaxis=dict(title="layer"))
 
 
-def pc_angle_heatmap(results: list[LayerPGA]) -> go.Figure:
+def pc_angle_heatmap(results: list[LayerPGA | LayerShape]) -> go.Figure:
     """Angles of PC1..PCn to V_k: layers x components."""
     angles = np.array([r.pc_angles_deg for r in results])
     return _figure([go.Heatmap(z=angles.T, x=[r.layer for r in results],
@@ -186,21 +186,25 @@ SPECTRAL = (("z", "z"), ("rankme", "RankMe"), ("alpha_req", "alpha-ReQ"), ("isot
             ("condition_number", "condition number"))
 
 
-def spectral_small_multiples(results: list[LayerPGA]) -> go.Figure:
+def spectral_small_multiples(results: list[LayerPGA], shaped: list[LayerPGA | LayerShape] | None = None) -> go.Figure:
     """z beside RankMe, alpha-ReQ, IsoScore and the condition number, one panel each, against layer (the panels
-    placed as ``make_subplots(rows=1, cols=5)`` places them)."""
-    layers, panels, gap = [r.layer for r in results], len(SPECTRAL), 0.2 / len(SPECTRAL)
+    placed as ``make_subplots(rows=1, cols=5)`` places them). ``shaped``: the spectral metrics at more layers than
+    ``results`` has z at (``PGARun.shaped``: a preview at some layers)."""
+    shaped = results if shaped is None else shaped
+    panels, gap = len(SPECTRAL), 0.2 / len(SPECTRAL)
     width = (1 - gap * (panels - 1)) / panels
     traces, axes, titles = [], {}, []
     for number, (field, label) in enumerate(SPECTRAL, start=1):
         suffix, left = "" if number == 1 else str(number), (number - 1) * (width + gap)
-        traces.append(go.Scatter(x=layers, y=[getattr(r, field) for r in results], mode="lines+markers", name=label,
-                                 showlegend=False, xaxis=f"x{suffix}", yaxis=f"y{suffix}"))
+        drawn = results if field == "z" else shaped
+        traces.append(go.Scatter(x=[r.layer for r in drawn], y=[getattr(r, field) for r in drawn],
+                                 mode="lines+markers", name=label, showlegend=False, xaxis=f"x{suffix}",
+                                 yaxis=f"y{suffix}"))
         axes[f"xaxis{suffix}"] = dict(anchor=f"y{suffix}", domain=[left, left + width])
         axes[f"yaxis{suffix}"] = dict(anchor=f"x{suffix}", domain=[0.0, 1.0])
         titles.append(_note(label, left + width / 2, 1.0, "center", "bottom", xref="paper", yref="paper",
                             font=dict(size=16)))
-    axes[f"yaxis{panels}"] |= log_axis([r.condition_number for r in results])
+    axes[f"yaxis{panels}"] |= log_axis([r.condition_number for r in shaped])
     return _figure(traces, "Spectral metrics beside z", height=300, annotations=titles, **axes)
 
 

@@ -34,7 +34,7 @@ from analysis.data.corpus import Corpus, Sampling, text_chunks
 from analysis.data.labelled import Labelled
 from analysis.errors import require
 from analysis.geometry.convergence import convergence
-from analysis.geometry.pga import LayerPGA, PGASettings, default_k, pga_sweep, ready_bases, validate_states
+from analysis.geometry.pga import LayerPGA, LayerShape, PGASettings, default_k, pga_sweep, ready_bases, validate_states
 from analysis.geometry.probes import probe_layers
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.token_map import token_class, token_map
@@ -56,6 +56,7 @@ from analysis.results.report import ModelReport
 from analysis.runs.pipeline import (
     cached_pga,
     embedding_unembedding_cosines,
+    layer_shapes,
     matrix_geometry,
     matrix_preview,
     matrix_stats,
@@ -142,6 +143,15 @@ def model_pga(loaded: LoadedModel, corpus: Corpus, sampling: Sampling, settings:
         return None
     return PGARun(tuple(results), settings, loaded.ref.label, loaded.ref.identity, loaded.spec["dtype"],
                   entry.provenance, preview=settings.preview)
+
+
+def model_shapes(loaded: LoadedModel, settings: PGASettings, states: Entry, layers: list[int],
+                 compute: Compute = DEFAULT_COMPUTE, memory: EngineMemory | None = None) -> list[LayerShape]:
+    """The PC angles and spectral metrics of ``settings`` on the hidden-states entry ``states`` at those of ``layers``
+    whose PCA the engine remembers (:func:`~analysis.geometry.pga.remembered_shapes`: nothing fitted, milliseconds a
+    layer): a preview at some layers draws its lower charts whole with them."""
+    return layer_shapes(states.value.states, states.provenance["spec"], model_readout(loaded, memory=memory),
+                        settings, layers, compute.device, memory)
 
 
 def model_pga_stored(loaded: LoadedModel, settings: PGASettings, states: Entry,

@@ -36,11 +36,13 @@ from analysis.geometry.pga import (
     PCA_KEPT,
     FittedPCA,
     LayerPGA,
+    LayerShape,
     PGASettings,
     check_layers,
     fit_layer_pcas,
     pga_sweep,
     remember_fitted,
+    remembered_shapes,
 )
 from analysis.geometry.readout import ReadoutBasis, readout_basis
 from analysis.models import arch
@@ -206,6 +208,17 @@ def stored_pga_layers(states_spec: dict, basis_spec: dict, settings: PGASettings
     return [found[w] for w in itertools.product(layers, settings.ks, settings.ccrs) if w in found]
 
 
+def _states_key(states_spec: dict) -> str:
+    """The name of the hidden states of ``states_spec`` in the engine's memory: each layer hashed once."""
+    return spec_key("states", 1, states_spec)
+
+
+def layer_shapes(states: np.ndarray, states_spec: dict, basis: ReadoutBasis, settings: PGASettings,
+                 layers: list[int], device: str = "auto", memory: EngineMemory | None = None) -> list[LayerShape]:
+    """:func:`remembered_shapes` of these states (named as :func:`cached_pga` names them) at ``layers``."""
+    return remembered_shapes(states, basis, settings, layers, device, memory, _states_key(states_spec))
+
+
 def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: ReadoutBasis, basis_spec: dict,
                settings: PGASettings, layers: list[int], device: str = "auto",
                progress: Progress | None = None, cache: ResultCache | None = None, stored_only: bool = False,
@@ -227,7 +240,7 @@ def cached_pga(states: HiddenStates | np.ndarray, states_spec: dict, basis: Read
     check_layers(layers, len(array))
     layers = [layer % len(array) for layer in layers]
     spec = _pga_spec(states_spec, basis_spec, settings)
-    states_key = spec_key("states", 1, states_spec)  # names the states in memory: each layer hashed once
+    states_key = _states_key(states_spec)
 
     if settings.preview:
         if stored_only:
