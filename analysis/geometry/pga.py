@@ -692,7 +692,7 @@ def _readout_variances(fitted: torch.Tensor, pca: PCA, readout: torch.Tensor, me
 def _angles(pca: PCA, readout_k: torch.Tensor, n_pcs: int) -> tuple[np.ndarray, np.ndarray]:
     """(angles ``[n_pcs]`` in degrees, their shares inside V_k): the layer's principal directions against
     ``readout_k`` V_k ``[d, k]``, the same at every CCR depth; NaN where the states are all alike (no direction)."""
-    inside = (readout_k.T @ pca.components[:, :n_pcs]).norm(dim=0).clamp(max=1.0)
+    inside = (pca.components[:, :n_pcs].T @ readout_k).norm(dim=1).clamp(max=1.0)  # 7 ms the other way at d = 2048
     angles, shares = torch.rad2deg(torch.arccos(inside)).cpu().numpy(), (inside**2).cpu().numpy()
     if float(pca.variances.sum()) <= 0:
         return np.full_like(angles, np.nan), np.full_like(shares, np.nan)
