@@ -124,9 +124,19 @@ class NullMoments:
         return float(self.null.std(ddof=1))
 
 
+class FirstAngle:
+    """The angle of a result's first principal direction to V_k (the first of ``pc_angles_deg``)."""
+
+    pc_angles_deg: np.ndarray
+
+    @property
+    def pc1_angle_deg(self) -> float:
+        return float(self.pc_angles_deg[0])
+
+
 @storable
 @dataclass(frozen=True)
-class LayerPGA(NullMoments):
+class LayerPGA(NullMoments, FirstAngle):
     """The PGA statistic and its companions for one (layer, k, CCR depth)."""
 
     layer: int
@@ -146,10 +156,6 @@ class LayerPGA(NullMoments):
     alpha_req: float
     isotropy: float
     condition_number: float
-
-    @property
-    def pc1_angle_deg(self) -> float:
-        return float(self.pc_angles_deg[0])
 
     def to_record(self) -> dict:
         """Every field as plain JSON (arrays as lists); ``from_record`` restores it exactly."""
@@ -177,7 +183,7 @@ class LayerPGA(NullMoments):
 
 
 @dataclass(frozen=True)
-class LayerShape:
+class LayerShape(FirstAngle):
     """What a layer's lower charts draw at one (k, CCR depth), no null draw in it: its top principal directions'
     angles to V_k and shares inside it, and the spectral metrics of its CCR-corrected states. :class:`LayerPGA`'s
     fields of the same names, equal to them (:func:`remembered_shapes`)."""
@@ -191,10 +197,6 @@ class LayerShape:
     alpha_req: float
     isotropy: float
     condition_number: float
-
-    @property
-    def pc1_angle_deg(self) -> float:
-        return float(self.pc_angles_deg[0])
 
 
 PAPER_K = 100  # the readout dimension the paper uses
