@@ -15,11 +15,19 @@ import torch
 
 from analysis.data.corpus import Sampling, builtin_corpus
 from analysis.geometry.ccr import remove_components
-from analysis.geometry.pga import _preview_projection, _project, layer_pcas, null_bases, pga_sweep
+from analysis.geometry.pga import (
+    _preview_projection,
+    _project,
+    layer_pcas,
+    null_bases,
+    pga_sweep,
+    remembered_shapes,
+)
 from analysis.geometry.ranks import ranked_reference
 from analysis.geometry.readout import readout_basis
 from analysis.geometry.synthetic import masked_readout, planted_readout
 from analysis.models.tiny import save_tiny_model
+from analysis.results.collections import NULL_COLUMNS, PGARun
 from analysis.runs import analyses, pipeline
 from analysis.runs import settings as run_settings
 from analysis.runs.settings import (
@@ -1240,6 +1248,28 @@ def test_a_preview_at_some_layers_draws_its_lower_charts_at_every_layer_whose_pc
     for panel, field in zip(spectral["data"][1:], ("rankme", "alpha_req", "isotropy", "condition_number"),
                             strict=True):
         assert decode(panel["y"]) == pytest.approx([getattr(r, field) for r in exact.results], rel=1e-9)
+
+
+def test_a_previews_lower_charts_and_their_table_take_the_shapes_at_the_layers_it_lacks():
+    """``PGARun.shaped``: a preview at layers 0 and 2 of 4 with the shapes of 1 and 3 draws the PC charts and the four
+    spectral panels as the exact run does, z's panel at its own layers; its lower charts' table has every layer, the
+    null's columns empty at 1 and 3 and the rest equal to the exact run's."""
+    rng = np.random.default_rng(4)
+    states, basis = rng.standard_normal((4, 300, 24)), readout_basis(rng.standard_normal((50, 24)))
+    memory = EngineMemory()
+    settings = pga_settings(24, (4,), (1,), n_null=20)
+    exact = PGARun(tuple(pga_sweep(states, basis, settings, memory=memory)), settings)
+    preview = replace(exact, results=tuple(r for r in exact.results if r.layer in (0, 2)), preview=True,
+                      of_layers=4, shapes=tuple(remembered_shapes(states, basis, settings, [1, 3], memory=memory)))
+    assert [r.layer for r in preview.shaped()] == [0, 1, 2, 3]
+    assert preview.pc1_figure() == exact.pc1_figure() and preview.pc_heatmap() == exact.pc_heatmap()
+    panels = preview.spectral_figure().data
+    assert panels[0].x == (0, 2) and panels[1:] == exact.spectral_figure().data[1:]
+    table, whole = preview.lower_table(), exact.lower_table()
+    assert list(table.layer) == [0, 1, 2, 3] and table.z.isna().tolist() == [False, True, False, True]
+    empty = [*NULL_COLUMNS, "variance_in_readout"]
+    assert table.loc[[1, 3], empty].isna().all().all()
+    assert table.drop(columns=empty).equals(whole.drop(columns=empty)) and table.loc[[0, 2]].equals(whole.loc[[0, 2]])
 
 
 def test_the_exact_runs_layers_take_a_previews_place_and_all_of_them_are_the_exact_run():

@@ -23,14 +23,24 @@ from analysis.geometry.readout import ReadoutBasis
 from analysis.geometry.verdict import Verdict
 from analysis.results import figures
 
+NULL_COLUMNS = ("z", "z_low", "z_high", "rho_readout", "null_mean", "null_std", "p_value")
 
-def pga_rows(results: list[LayerPGA]) -> list[dict]:
-    """One row per (layer, k, CCR): z with its interval, the null, PC angles, spectral metrics."""
-    return [{"layer": r.layer, "k": r.k, "ccr": r.ccr, "z": r.z, "z_low": r.z_interval[0], "z_high": r.z_interval[1],
-             "rho_readout": r.rho_readout, "null_mean": r.null_mean, "null_std": r.null_std, "p_value": r.p_value,
+
+def pga_rows(results: list[LayerPGA | LayerShape]) -> list[dict]:
+    """One row per (layer, k, CCR): z with its interval, the null, PC angles, spectral metrics; a
+    :class:`LayerShape` (a layer a preview has no z at) leaves the null's columns and the variance in V_k empty."""
+    return [{"layer": r.layer, "k": r.k, "ccr": r.ccr, **_null_columns(r),
              **{f"pc{i + 1}_deg": float(a) for i, a in enumerate(r.pc_angles_deg)},
-             "variance_in_readout": r.variance_in_readout, "rankme": r.rankme, "alpha_req": r.alpha_req,
-             "isotropy": r.isotropy, "condition_number": r.condition_number} for r in results]
+             "variance_in_readout": r.variance_in_readout if isinstance(r, LayerPGA) else math.nan,
+             "rankme": r.rankme, "alpha_req": r.alpha_req, "isotropy": r.isotropy,
+             "condition_number": r.condition_number} for r in results]
+
+
+def _null_columns(r: LayerPGA | LayerShape) -> dict:
+    if isinstance(r, LayerShape):
+        return dict.fromkeys(NULL_COLUMNS, math.nan)
+    return dict(zip(NULL_COLUMNS, (r.z, *r.z_interval, r.rho_readout, r.null_mean, r.null_std, r.p_value),
+                    strict=True))
 
 
 def preview_words(settings: dict, pairs: str) -> str:
@@ -161,6 +171,11 @@ class PGARun:
         have = {r.layer for r in results}
         return sorted(results + [s for s in self.shapes if (s.k, s.ccr) == (k, ccr) and s.layer not in have],
                       key=lambda r: r.layer)
+
+    def lower_table(self, k: int | None = None, ccr: int | None = None) -> pd.DataFrame:
+        """The lower charts' numbers: :meth:`shaped`'s rows (at the layers a preview has no z at, z and the null
+        empty)."""
+        return pd.DataFrame(pga_rows(self.shaped(k, ccr)))
 
     def pc1_figure(self, k: int | None = None, ccr: int | None = None) -> go.Figure:
         return figures.pc_angle_by_layer(self.shaped(k, ccr))
