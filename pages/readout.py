@@ -54,9 +54,10 @@ chart(run.null_figure(layer), run.null_table(layer), "null-distribution",
 
 # one under the other, each the page's width: in two columns, chromium replotted both after every preview although
 # their figures (the layers' PCA against V_k) had not changed (BENCHMARKS.md)
-chart(run.pc1_figure(), run.lower_table(), "pc1-angle", "0 deg: inside V_k; 90 deg: a dark direction.")
-chart(run.pc_heatmap(), run.lower_table(), "pc-angle-heatmap")
-chart(run.spectral_figure(), run.lower_table(), "spectral",
+lower = run.lower_table()  # their numbers: every layer they draw
+chart(run.pc1_figure(), lower, "pc1-angle", "0 deg: inside V_k; 90 deg: a dark direction.")
+chart(run.pc_heatmap(), lower, "pc-angle-heatmap")
+chart(run.spectral_figure(), lower, "spectral",
       "On the CCR-corrected states. RankMe: exp(entropy of normalised singular values); alpha-ReQ: power-law "
       "decay of eigenvalues fitted over ranks 1-100; isotropy: IsoScore (0 = one direction, 1 = all d equal); "
       "condition number: largest / smallest singular value above 1e-5 of the largest.")

@@ -594,6 +594,16 @@ def _rows_key(rows: torch.Tensor, memory: EngineMemory, states_key: str | None, 
     return memory.remember("rows key", (states_key, *which, str(rows.device)), lambda: _pca_key(rows))
 
 
+def _covers(pca: PCA | None, needed: int) -> bool:
+    """A remembered PCA holds the top ``needed`` components (or all the rows have)."""
+    return pca is not None and pca.components.shape[1] >= min(needed, pca.variances.numel())
+
+
+def _fit_split(settings: PGASettings) -> tuple:
+    """Which rows CCR is fitted on and which are scored, as the engine's memory names them (:func:`_rows_key`)."""
+    return settings.ccr_fit, None if settings.ccr_fit == "same" else settings.seed
+
+
 def layer_pcas(rows: list[torch.Tensor], needed: int, memory: EngineMemory | None = None,
                keys: list[tuple | None] | None = None) -> list[PCA]:
     """``fit_pca`` of each layer's ``rows`` with at least ``needed`` components, remembered in ``memory`` (the top
@@ -603,8 +613,7 @@ def layer_pcas(rows: list[torch.Tensor], needed: int, memory: EngineMemory | Non
     memory = memory or default_memory()
     keys = [key or _pca_key(states) for states, key in zip(rows, keys or [None] * len(rows), strict=True)]
     found = [memory.get("pca", key) for key in keys]
-    missing = [i for i, pca in enumerate(found)
-               if pca is None or pca.components.shape[1] < min(needed, pca.variances.numel())]
+    missing = [i for i, pca in enumerate(found) if not _covers(pca, needed)]
     for i, fitted in zip(missing, fit_pcas([rows[i] for i in missing], max(needed, PCA_KEPT)), strict=True):
         found[i] = memory.put("pca", keys[i], PCA(fitted.mean, fitted.components.contiguous(), fitted.variances))
     return found
@@ -715,8 +724,8 @@ def remembered_shapes(states: np.ndarray, basis: ReadoutBasis, settings: PGASett
     shapes = []
     for layer in sorted({layer % len(states) for layer in layers}):
         rows = torch.as_tensor(states[layer], device=torch_device)
-        pca = memory.get("pca", _rows_key(rows, memory, states_key, (layer, "fitted", "same", None)))
-        if pca is None or pca.components.shape[1] < min(needed, pca.variances.numel()):
+        pca = memory.get("pca", _rows_key(rows, memory, states_key, (layer, "fitted", *_fit_split(settings))))
+        if not _covers(pca, needed):
             continue
         directions = {k: _angles(pca, readouts[k], settings.n_pcs) for k in settings.ks}
         for c in settings.ccrs:  # in the sweep's order
@@ -811,7 +820,7 @@ def pga_sweep(states: np.ndarray, basis: ReadoutBasis, settings: PGASettings,
     hands = 0 < kept_subspaces and projection == torch.float32 and not (settings.preview and every_pair)
     readouts = {k: torch.as_tensor(basis.top(k), device=torch_device) for k in settings.ks}
     same_rows = settings.ccr_fit == "same"
-    split = (settings.ccr_fit, None if same_rows else settings.seed)  # which rows are fitted and which scored
+    split = _fit_split(settings)
     results, total, done = [], len(layers) * len(settings.ccrs) * len(settings.ks), 0
     needed = max(settings.n_pcs, *settings.ccrs)
     fitted_layers = _fit_layers(states, [layer % n_layers for layer in layers], None if same_rows else fit_rows,
