@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from dashboard.plot import plot
 from dashboard.text import literal
 from dashboard.view import ViewState
 
@@ -16,7 +17,7 @@ from dashboard.view import ViewState
 def chart(fig: go.Figure, table: pd.DataFrame, name: str, caption: str | None = None) -> None:
     """Show ``fig``, an optional caption, and CSV / JSON / HTML downloads of it (each made when it is clicked, not
     in every run of the page)."""
-    st.plotly_chart(fig, width="stretch", key=f"chart-{name}")
+    plot(fig, f"chart-{name}")
     if caption:
         st.caption(literal(caption))
     with st.popover("Download", icon=":material/download:"):  # one button: whole in a half-width column too

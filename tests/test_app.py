@@ -39,8 +39,13 @@ def shown(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text).replace("\u2060", "")
 
 
+def chart_specs(app: AppTest) -> list[str]:
+    """Each chart's figure as the JSON the page sent to the browser (``dashboard.plot``)."""
+    return [json.loads(element.proto.json)["figure"] for element in app.get("bidi_component")]
+
+
 def charts(app: AppTest) -> list[dict]:
-    return [json.loads(element.proto.spec) for element in app.get("plotly_chart")]
+    return [json.loads(spec) for spec in chart_specs(app)]
 
 
 def decode(values) -> list[float]:
@@ -77,6 +82,26 @@ def test_moving_k_changes_the_plotted_z(tiny_models):
     app.multiselect[0].set_value([1, 5]).run()
     overlay = next(c for c in charts(app) if "several CCR" in c["layout"]["title"]["text"])
     assert [trace["name"] for trace in overlay["data"]] == ["CCR-1", "CCR-5", "null mean +- 2 sd"]  # the band last
+
+
+def test_a_chart_keeps_its_element_when_its_figure_changes():
+    """``dashboard.plot``: the browser updates a chart in place only if its element stays the same one (Streamlit's
+    own ``plotly_chart`` names it by the figure: a new element at every change)."""
+    def page():
+        import plotly.graph_objects as go
+        import streamlit as st
+
+        from dashboard.plot import plot
+        plot(go.Figure(go.Scatter(y=[1, st.session_state.get("y", 2)]), dict(title="chart")), "chart-z")
+
+    app = AppTest.from_function(page).run()
+    first = app.get("bidi_component")[0].proto
+    app.session_state["y"] = 3
+    second = app.run().get("bidi_component")[0].proto
+    assert first.id == second.id and first.json != second.json
+    assert decode(charts(app)[0]["data"][0]["y"]) == [1, 3]
+    assert json.loads(second.json)["plotly_js"] == "/component/dashboard.plot.plotly_js/plotly.min.js"  # the browser
+    # tests find it served: every chart they wait for is drawn by it
 
 
 def test_the_setting_just_left_is_not_previewed_ahead(tiny_models, monkeypatch):

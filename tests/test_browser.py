@@ -129,6 +129,8 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
     assert len(before) >= 4
     screenshot(browser, "readout-alignment", tmp_path)
 
+    first_chart = "return document.querySelectorAll('.js-plotly-plot')[0];"
+    drawn = browser.execute_script(first_chart)
     thumb = browser.find_element(By.CSS_SELECTOR, "input[type=range][aria-label='k (readout dimensions)']")
     browser.execute_script("arguments[0].focus();", thumb)  # the range input is visually hidden
     ActionChains(browser).send_keys(Keys.ARROW_LEFT).perform()
@@ -137,6 +139,7 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
     wait_until_finished(browser)
     assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid=stException]")
     assert chart_y(browser) != before
+    assert browser.execute_script(first_chart) == drawn  # the chart updated in place (dashboard.plot), not built anew
     assert "k=" in browser.current_url
 
     for page, name in (("", "triage"), ("capacity", "capacity")):

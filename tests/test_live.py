@@ -2,7 +2,6 @@
 computation at a time; background fill that fails says so and leaves nothing half-written."""
 
 import contextlib
-import json
 import re
 import threading
 import time
@@ -49,7 +48,7 @@ from analysis.runs.settings import (
 from analysis.storage.cache import ResultCache
 from analysis.storage.memory import EngineMemory, ModestMemory, default_limit_mb
 from dashboard.admission import Admission, Priority
-from tests.test_app import charts, decode, run_page, settled, shown, z_values
+from tests.test_app import chart_specs, charts, decode, run_page, settled, shown, z_values
 
 CPU = Compute(device="cpu")
 
@@ -1041,12 +1040,12 @@ def test_the_page_ends_its_run_on_the_preview_then_shows_the_exact_curve_and_fil
     compute.policy().used.clear()
     app = run_page("pages/readout.py", settle=False, model=model, n_tokens=128, k=4, seed=3)
     assert not app.exception and not app.error
-    assert "Preview" in app.get("plotly_chart")[0].proto.spec  # the run ended with the preview drawn
+    assert "Preview" in chart_specs(app)[0]  # the run ended with the preview drawn
     worker = app.session_state["background"]
     assert [task.group for task in worker.tasks].count("Exact curve") == 1
     assert set(compute.policy().used) == {worker.owner}  # the page run's load, states and preview were its session's
     settled(app)
-    assert "Preview" not in app.get("plotly_chart")[0].proto.spec  # the exact curve replaced the preview
+    assert "Preview" not in chart_specs(app)[0]  # the exact curve replaced the preview
     line = [shown(c.value) for c in app.caption if "Previews ahead" in shown(c.value)]
     assert len(line) == 1 and " ready" in line[0]  # one quiet line, no progress bars
     assert not app.get("progress")
@@ -1112,7 +1111,7 @@ def test_the_page_draws_a_preview_made_ahead_else_the_exact_run_at_a_few_layers_
         app = run_page("pages/readout.py", settle=False, model=model, n_tokens=256, k=k, ccr=2, seed=seed, **query)
         tasks = [task.group for task in app.session_state["background"].tasks]
         app.session_state["background"].replace([])
-        assert not app.exception and "Preview" in app.get("plotly_chart")[0].proto.spec
+        assert not app.exception and "Preview" in chart_specs(app)[0]
         assert "Exact curve" in tasks
         return app, " ".join(shown(c.value) for c in app.caption)
 
@@ -1128,7 +1127,7 @@ def test_the_page_draws_a_preview_made_ahead_else_the_exact_run_at_a_few_layers_
     app, caption = page(deep_model, 4, 23, layer=4)
     assert "Preview on 32,640 pairs (exact), at 8 of 17 layers (the others follow)" in caption
     assert "Layer 4: rho_readout" in caption
-    z = json.loads(app.get("plotly_chart")[0].proto.spec)["data"][0]
+    z = charts(app)[0]["data"][0]
     assert decode(z["x"]) == [0, 3, 4, 6, 9, 12, 15, 16]
     view = compute.ViewState(model=str(deep_model), n_tokens=256, seed=23)
     loaded = analyses.open_model(view.choice, CPU)
@@ -1153,8 +1152,8 @@ def test_above_n_512_the_page_previews_on_blocks_a_few_layers_first_then_more_wh
         app = run_page("pages/readout.py", settle=False, model=deep_model, n_tokens=1024, k=8, ccr=2, seed=seed,
                        layer=5)
         app.session_state["background"].replace([])
-        assert not app.exception and "Preview" in app.get("plotly_chart")[0].proto.spec
-        layers = decode(json.loads(app.get("plotly_chart")[0].proto.spec)["data"][0]["x"])
+        assert not app.exception and "Preview" in chart_specs(app)[0]
+        layers = decode(charts(app)[0]["data"][0]["x"])
         return layers, " ".join(shown(c.value) for c in app.caption)
 
     layers, caption = page(24)  # a tiny model: every layer within the time
@@ -1183,7 +1182,7 @@ def test_a_long_exact_run_is_drawn_layer_by_layer_in_the_previews_place_and_the_
         tasks = app.session_state["background"].tasks
         app.session_state["background"].replace([])
         assert not app.exception
-        return json.loads(app.get("plotly_chart")[0].proto.spec), " ".join(shown(c.value) for c in app.caption), tasks
+        return charts(app)[0], " ".join(shown(c.value) for c in app.caption), tasks
 
     spec, caption, tasks = page()
     assert [task.shows_layers for task in tasks if task.group == "Exact curve"] == [True]
@@ -1236,7 +1235,7 @@ def test_a_preview_at_some_layers_draws_its_lower_charts_at_every_layer_whose_pc
     app = run_page("pages/readout.py", settle=False, model=deep_model, n_tokens=1024, k=8, ccr=2, seed=28, layer=5)
     app.session_state["background"].replace([])
     assert not app.exception
-    z, _, pc1, heatmap, spectral = (json.loads(chart.proto.spec) for chart in app.get("plotly_chart")[:5])
+    z, _, pc1, heatmap, spectral = charts(app)[:5]
     previewed, every = [0, 5, 10, 13, 16], list(range(17))
     assert decode(z["data"][0]["x"]) == previewed and "Preview" in z["layout"]["title"]["text"]
     assert decode(pc1["data"][0]["x"]) == every and decode(heatmap["data"][0]["x"]) == every
@@ -1363,7 +1362,7 @@ def test_at_k_1_the_page_draws_the_exact_curve_at_once_and_readies_k_1_settings_
     model = tiny_models[("gpt_neox", False)]
     app = run_page("pages/readout.py", settle=False, model=model, n_tokens=128, k=1, ccr=2, seed=11)
     assert not app.exception and not app.error
-    spec = app.get("plotly_chart")[0].proto.spec
+    spec = chart_specs(app)[0]
     assert "Preview" not in spec and "k = 1" in spec
     assert not [task for task in app.session_state["background"].tasks if task.group == "Exact curve"]
 
@@ -1396,7 +1395,7 @@ def test_where_no_setting_needs_a_preview_every_setting_along_the_sliders_is_fil
     model = tiny_models[("gpt_neox", False)]
     app = run_page("pages/readout.py", settle=False, model=model, n_tokens=128, k=4, ccr=2, seed=11)
     assert not app.exception and not app.error
-    assert "Preview" not in app.get("plotly_chart")[0].proto.spec
+    assert "Preview" not in chart_specs(app)[0]
     keys = [(task.group, task.key) for task in app.session_state["background"].tasks]
     app.session_state["background"].replace([])
     wanted = dict.fromkeys(nearby(k_grid(32), 4, 2) + along_sliders(k_grid(32), 4, 2))
@@ -1432,7 +1431,7 @@ def test_the_token_map_and_training_pages_end_on_the_exact_view(tiny_models, tmp
 
     app = run_page("pages/token_map.py", model=tiny_models[("gpt_neox", True)], n_tokens=128, layer=1, ccr=2)
     assert not app.exception and not app.error
-    title = json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    title = charts(app)[0]["layout"]["title"]["text"]
     assert "UMAP" in title and "Preview" not in title  # the preview plane was replaced
 
     for name in ("checkpoint-1", "checkpoint-2"):
@@ -1441,12 +1440,12 @@ def test_the_token_map_and_training_pages_end_on_the_exact_view(tiny_models, tmp
     assert not app.exception and not app.error
     app.select_slider(key="k").set_value(16).run()  # a new k: previewed from the cached states, then measured
     assert not app.exception and not app.error
-    spec = app.get("plotly_chart")[0].proto.spec
+    spec = chart_specs(app)[0]
     assert "Preview" not in spec and "k = 16" in spec
 
 
 def titles(app) -> list[str]:
-    return [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in app.get("plotly_chart")]
+    return [chart["layout"]["title"]["text"] for chart in charts(app)]
 
 
 def test_the_capacity_page_draws_a_preview_histogram_at_once_then_the_histogram_of_every_pair(tiny_models,

@@ -1,0 +1,65 @@
+"""A Plotly figure drawn in the page and updated in place when the page's next run changes it.
+
+``st.plotly_chart`` names its element by a hash of the figure, so every changed chart is a new element: the browser
+removes the old one and builds the new one from nothing (``Plotly.newPlot``, its DOM and a layout of the page around
+it). A move on Readout alignment changes six charts. :func:`plot` keeps one element per chart (its ``key``) and hands
+the new figure to ``Plotly.react``, which changes only what differs: on a laptop-class CPU with two cores, chromium
+spent a quarter less over ten moves and each move's exact curve came sooner (BENCHMARKS.md).
+
+plotly.js is the copy the ``plotly`` package ships (the figures' own version), served by Streamlit's component file
+route and fetched once per browser tab; nothing is fetched from elsewhere.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+import plotly.graph_objects as go
+import streamlit as st
+import streamlit.components.v1 as components_v1
+
+PLOTLY_JS = "plotly.min.js"
+
+# Runs in the page (not in a frame) once per chart and again with each new figure. plotly.js is loaded once (the first
+# chart's <script> tag, which the others await); each chart's drawings follow one another in order; the figure is drawn
+# in the page's font and text colour on its background (a dark theme's too, as Streamlit's own charts are); a failure
+# is said in the chart's place; the chart is purged when Streamlit removes the element (a page left), which drops its
+# window resize listener.
+_SCRIPT = """
+export default function({ parentElement, data }) {
+  const plotly = window.__rgPlotly || (window.__rgPlotly = new Promise((loaded, failed) => {
+    const script = document.createElement("script");
+    script.src = data.plotly_js;
+    script.onload = () => loaded(window.Plotly);
+    script.onerror = () => failed(new Error("plotly.js could not be loaded from " + data.plotly_js));
+    document.head.appendChild(script);
+  }));
+  const chart = parentElement.querySelector(".rg-plot");
+  const figure = JSON.parse(data.figure);
+  const page = getComputedStyle(parentElement);
+  figure.layout.font = Object.assign({ family: page.fontFamily, color: page.color }, figure.layout.font);
+  figure.layout.paper_bgcolor = figure.layout.paper_bgcolor || "rgba(0,0,0,0)";
+  figure.layout.plot_bgcolor = figure.layout.plot_bgcolor || "rgba(0,0,0,0)";
+  chart.drawn = (chart.drawn || plotly)
+    .then(() => plotly)
+    .then(Plotly => Plotly.react(chart, figure.data, figure.layout, { responsive: true, displaylogo: false }))
+    .catch(error => { chart.textContent = "This chart could not be drawn: " + error.message; });
+  return () => plotly.then(Plotly => Plotly.purge(chart));
+}
+"""
+
+_chart = st.components.v2.component("plot", html="<div class='rg-plot'></div>", js=_SCRIPT, isolate_styles=False)
+
+
+def _plotly_js_url() -> str:
+    """Where the browser fetches plotly.js: the ``plotly`` package's folder of it, served as a component's files (its
+    registration belongs to the running server, so it is made in the script run; the same one again changes nothing)."""
+    served = components_v1.declare_component("plotly_js", path=str(files("plotly") / "package_data"))
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    return f"{'/' + base if base else ''}/component/{served.name}/{PLOTLY_JS}"
+
+
+def plot(fig: go.Figure, key: str) -> None:
+    """Draw ``fig`` at the page's width as the element ``key``: a later run's figure under the same key updates the
+    chart in place."""
+    _chart(key=key, data={"figure": fig.to_json(), "plotly_js": _plotly_js_url()})
