@@ -40,6 +40,10 @@ export default function({ parentElement, data }) {
   figure.layout.font = Object.assign({ family: page.fontFamily, color: page.color }, figure.layout.font);
   figure.layout.paper_bgcolor = figure.layout.paper_bgcolor || "rgba(0,0,0,0)";
   figure.layout.plot_bgcolor = figure.layout.plot_bgcolor || "rgba(0,0,0,0)";
+  figure.layout.modebar = Object.assign({ bgcolor: "rgba(0,0,0,0)" }, figure.layout.modebar);  // not half the paper's
+  const axes = figure.layout.template && figure.layout.template.layout;  // the template's white grid: grey on any page
+  const grey = { gridcolor: "rgba(128,128,128,0.2)", zerolinecolor: "rgba(128,128,128,0.5)" };
+  for (const axis of axes ? ["xaxis", "yaxis"] : []) axes[axis] = Object.assign({}, axes[axis], grey);
   chart.drawn = (chart.drawn || plotly)
     .then(() => plotly)
     .then(Plotly => Plotly.react(chart, figure.data, figure.layout, { responsive: true, displaylogo: false }))
