@@ -3,8 +3,8 @@
 ``st.plotly_chart`` names its element by a hash of the figure, so every changed chart is a new element: the browser
 removes the old one and builds the new one from nothing (``Plotly.newPlot``, its DOM and a layout of the page around
 it). A move on Readout alignment changes six charts. :func:`plot` keeps one element per chart (its ``key``) and hands
-the new figure to ``Plotly.react``, which changes only what differs: on a laptop-class CPU with two cores, chromium
-spent a quarter less over ten moves and each move's exact curve came sooner (BENCHMARKS.md).
+the new figure to ``Plotly.react``, which changes only what differs: on two cores chromium spent 8-32 % less over ten
+moves, and the previews came as soon or sooner (BENCHMARKS.md).
 
 plotly.js is the copy the ``plotly`` package ships (the figures' own version), served by Streamlit's component file
 route and fetched once per browser tab; nothing is fetched from elsewhere.
@@ -42,7 +42,7 @@ export default function({ parentElement, data }) {
   figure.layout.plot_bgcolor = figure.layout.plot_bgcolor || "rgba(0,0,0,0)";
   figure.layout.modebar = Object.assign({ bgcolor: "rgba(0,0,0,0)" }, figure.layout.modebar);  // not half the paper's
   const axes = figure.layout.template && figure.layout.template.layout;  // the template's white grid: grey on any page
-  const grey = { gridcolor: "rgba(128,128,128,0.2)", zerolinecolor: "rgba(128,128,128,0.5)" };
+  const grey = { gridcolor: "rgba(128,128,128,0.2)", zerolinecolor: "rgba(128,128,128,0.2)" };
   for (const axis of axes ? ["xaxis", "yaxis"] : []) axes[axis] = Object.assign({}, axes[axis], grey);
   chart.drawn = (chart.drawn || plotly)
     .then(() => plotly)
