@@ -3,13 +3,16 @@
 import logging
 import os
 import uuid
+from pathlib import Path
 
 import streamlit as st
 
 from dashboard.compute import page_drawn
 from dashboard.text import literal
 
-st.set_page_config(page_title="Readout geometry", page_icon=":material/scatter_plot:", layout="wide")
+# The tab's icon from a file of the project's: for a Material icon there, the browser fetches it from Google's fonts.
+st.set_page_config(page_title="Readout geometry", page_icon=str(Path(__file__).parent / "dashboard" / "icon.svg"),
+                   layout="wide")
 # Metric values smaller than Streamlit's, so that "indeterminate" fits a third of a 1000 px window. The z chart of a
 # setting the visitor has moved away from fades at once, in one step (Streamlit fades a stale element over a second,
 # after half a second; a page's rerun draws its chart again within 0.15 s, so that one does not blink).

@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from analysis.results.figures import CONFIG
 from dashboard.plot import plot
 from dashboard.text import literal
 from dashboard.view import ViewState
@@ -25,7 +26,7 @@ def chart(fig: go.Figure, table: pd.DataFrame, name: str, caption: str | None = 
                            key=f"csv-{name}")
         st.download_button("Numbers (JSON)", lambda: table.to_json(orient="records", indent=1), f"{name}.json",
                            "application/json", key=f"json-{name}")
-        st.download_button("Chart (HTML)", lambda: fig.to_html(include_plotlyjs=True, full_html=True),
+        st.download_button("Chart (HTML)", lambda: fig.to_html(include_plotlyjs=True, full_html=True, config=CONFIG),
                            f"{name}.html", "text/html", key=f"html-{name}")
 
 

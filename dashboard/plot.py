@@ -18,11 +18,14 @@ import plotly.graph_objects as go
 import streamlit as st
 import streamlit.components.v1 as components_v1
 
+from analysis.results.figures import CONFIG
+
 PLOTLY_JS = "plotly.min.js"
 
 # Runs in the page (not in a frame) once per chart and again with each new figure. plotly.js is loaded once (the first
 # chart's <script> tag, which the others await); each chart's drawings follow one another in order; the figure is drawn
-# in the page's font and text colour on its background (a dark theme's too, as Streamlit's own charts are); a failure
+# in the page's font and text colour on its background (a dark theme's too, as Streamlit's own charts are); the
+# toolbar's last button shows the chart on the whole screen (at the screen's height; again, or Esc, to leave); a failure
 # is said in the chart's place; the chart is purged when Streamlit removes the element (a page left), which drops its
 # window resize listener.
 _SCRIPT = """
@@ -44,15 +47,28 @@ export default function({ parentElement, data }) {
   const axes = figure.layout.template && figure.layout.template.layout;  // the template's white grid: grey on any page
   const grey = { gridcolor: "rgba(128,128,128,0.2)", zerolinecolor: "rgba(128,128,128,0.2)" };
   for (const axis of axes ? ["xaxis", "yaxis"] : []) axes[axis] = Object.assign({}, axes[axis], grey);
+  chart.figureHeight = figure.layout.height || null;  // the figure's own, back when the whole screen is left
+  const whole = () => document.fullscreenElement === chart;
+  const fullscreen = { name: "fullscreen", title: "Full screen", icon: EXPAND,
+                       click: () => whole() ? document.exitFullscreen() : chart.requestFullscreen() };
+  const size = () => ({ width: chart.clientWidth, height: whole() ? chart.clientHeight : chart.figureHeight });
+  chart.onfullscreenchange = () => chart.drawn.then(() => plotly).then(Plotly => Plotly.relayout(chart, size()));
+  const layout = () => whole() ? { ...figure.layout, ...size() } : figure.layout;
+  const config = { ...data.config, responsive: true, modeBarButtonsToAdd: [fullscreen] };
   chart.drawn = (chart.drawn || plotly)
     .then(() => plotly)
-    .then(Plotly => Plotly.react(chart, figure.data, figure.layout, { responsive: true, displaylogo: false }))
+    .then(Plotly => Plotly.react(chart, figure.data, layout(), config))
     .catch(error => { chart.textContent = "This chart could not be drawn: " + error.message; });
   return () => plotly.then(Plotly => Plotly.purge(chart));
 }
+const EXPAND = { width: 1000, height: 1000, path: "M0 0H380V110H110V380H0Z M620 0H1000V380H890V110H620Z "
+                 + "M1000 620V1000H620V890H890V620Z M0 620H110V890H380V1000H0Z" };  // four corners
 """
+# On the whole screen the chart sits on the page's background (the element's own is clear; the screen's is black).
+_CSS = ".rg-plot:fullscreen { background: var(--st-background-color, #fff); }"
 
-_chart = st.components.v2.component("plot", html="<div class='rg-plot'></div>", js=_SCRIPT, isolate_styles=False)
+_chart = st.components.v2.component("plot", html="<div class='rg-plot'></div>", css=_CSS, js=_SCRIPT,
+                                    isolate_styles=False)
 
 
 def _plotly_js_url() -> str:
@@ -66,4 +82,4 @@ def _plotly_js_url() -> str:
 def plot(fig: go.Figure, key: str) -> None:
     """Draw ``fig`` at the page's width as the element ``key``: a later run's figure under the same key updates the
     chart in place."""
-    _chart(key=key, data={"figure": fig.to_json(), "plotly_js": _plotly_js_url()})
+    _chart(key=key, data={"figure": fig.to_json(), "config": CONFIG, "plotly_js": _plotly_js_url()})

@@ -142,6 +142,22 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
     assert browser.execute_script(first_chart) == drawn  # the chart updated in place (dashboard.plot), not built anew
     assert "k=" in browser.current_url
 
+    # the toolbar offers no upload to Plotly's cloud; its last button shows the chart on the whole screen
+    buttons = browser.execute_script("return [...arguments[0].querySelectorAll('.modebar-btn')];", drawn)
+    titles = [b.get_attribute("data-title") for b in buttons]
+    assert "Share chart..." not in titles and titles[-1] == "Full screen"
+    ActionChains(browser).move_to_element(drawn).perform()
+    ActionChains(browser).move_to_element(buttons[-1]).click().perform()
+    size = ("const c = arguments[0]; return [document.fullscreenElement === c, c._fullLayout.width, "
+            "c._fullLayout.height, window.innerWidth, window.innerHeight];")
+    WebDriverWait(browser, 30, poll_frequency=0.25).until(lambda d: d.execute_script(size, drawn)[:3] == [
+        True, *d.execute_script(size, drawn)[3:]])  # the screen's size
+    browser.execute_script("document.exitFullscreen();")
+    WebDriverWait(browser, 30, poll_frequency=0.25).until(lambda d: d.execute_script(size, drawn)[0] is False)
+    WebDriverWait(browser, 30, poll_frequency=0.25).until(lambda d: d.execute_script(size, drawn)[2] == 380)
+    outside = [e["message"] for e in browser.get_log("browser") if not e["message"].startswith(server)]
+    assert not [message for message in outside if "http" in message.split(" ")[0]], outside  # nothing from elsewhere
+
     for page, name in (("", "triage"), ("capacity", "capacity")):
         browser.get(f"{server}/{page}?{query}")
         wait_until_finished(browser)

@@ -115,14 +115,19 @@ def test_the_word_order_task_is_at_chance_in_the_embeddings_by_construction(tiny
         assert not np.allclose(pooled[-1, 0], pooled[-1, 1], atol=1e-4)  # context-mixing layers can
 
 
+def _three_layers() -> list:
+    """Three layers' PGA results, made up (for the figures only)."""
+    from analysis.geometry.pga import LayerPGA
+
+    return [LayerPGA(layer, 4, 1, 64, 2016, 0.5, np.linspace(0.1, 0.3, 10), 1.0, (0.5, 1.5), 0.3, np.full(10, 45.0),
+                     np.full(10, 0.5), 0.5, 2.0, 1.0, 0.5, 10.0 ** layer) for layer in range(3)]
+
+
 def test_figures_made_in_one_call_place_panels_lines_and_labels_as_plotlys_helpers_do():
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from analysis.geometry.pga import LayerPGA
-
-    results = [LayerPGA(layer, 4, 1, 64, 2016, 0.5, np.linspace(0.1, 0.3, 10), 1.0, (0.5, 1.5), 0.3, np.full(10, 45.0),
-                        np.full(10, 0.5), 0.5, 2.0, 1.0, 0.5, 10.0 ** layer) for layer in range(3)]
+    results = _three_layers()
     panels = figures.spectral_small_multiples(results).layout
     grid = make_subplots(rows=1, cols=len(figures.SPECTRAL), subplot_titles=[t for _, t in figures.SPECTRAL]).layout
     for axis in ("xaxis", "yaxis", "xaxis3", "yaxis5"):
@@ -130,10 +135,47 @@ def test_figures_made_in_one_call_place_panels_lines_and_labels_as_plotlys_helpe
     assert [(a.text, a.x, a.font.size) for a in panels.annotations] == [(a.text, pytest.approx(a.x), a.font.size)
                                                                        for a in grid.annotations]
     helper = go.Figure(go.Scatter(x=[0, 1], y=[0, 1]))
-    helper.add_hline(y=90, line_dash="dot", annotation_text="90 deg: dark direction")
+    helper.add_hline(y=90, line_dash="dot", line_color=figures.INK, annotation_text="90 deg: dark direction")
     helper.add_vline(x=4, line_color="#d62728", annotation_text="k = 4")
     one_call = (figures.pc_angle_by_layer(results).layout, figures.readout_spectrum(np.ones(8), 4).layout)
     assert [s.to_plotly_json() for s in helper.layout.shapes] == [one_call[0].shapes[0].to_plotly_json(),
                                                                  one_call[1].shapes[0].to_plotly_json()]
     assert [a.to_plotly_json() for a in helper.layout.annotations] == [one_call[0].annotations[0].to_plotly_json(),
                                                                       one_call[1].annotations[0].to_plotly_json()]
+
+
+def _luminance(colour: str) -> float:
+    """WCAG relative luminance of a ``#rrggbb`` or ``#rgb`` colour (or black or white)."""
+    colour = {"black": "#000000", "white": "#ffffff"}.get(colour, colour)
+    colour = "#" + "".join(c * 2 for c in colour[1:]) if len(colour) == 4 else colour
+    assert colour.startswith("#") and len(colour) == 7, f"a reference mark's colour is not #rrggbb: {colour}"
+    channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _contrast(one: str, other: str) -> float:
+    light, dark = sorted((_luminance(one), _luminance(other)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_every_reference_mark_reads_on_a_light_page_and_on_a_dark_one():
+    """The charts are drawn on the page's own background (Streamlit's light or dark theme): a line or a marker in
+    black, or a shape left at plotly's default #444, disappears on the dark one."""
+    from analysis.capacity.atlas import published_models
+
+    assert _contrast("#000000", "#0e1117") < 1.2 and _contrast("#444444", "#0e1117") < 2  # the check can fail
+    results = _three_layers()
+    made = [figures.z_by_layer({"model": results}), figures.pc_angle_by_layer(results),
+            figures.capacity_figure(576, 0.2), figures.capacity_figure(576, 0.6, indeterminate=True),
+            figures.epsilon_by_dimension(1e5, 576, 0.2), figures.z_difference([0, 1], [1.0, -1.0], ("A", "B")),
+            figures.atlas_figure(published_models(), {"this model": (576, 0.2)})]
+    marks = []
+    for figure in made:
+        marks += [shape.line.color or "#444444" for shape in figure.layout.shapes if shape.type == "line"]
+        marks += [colour for trace in figure.data if trace.type == "scatter" and trace.marker.symbol == "star"
+                  for colour in (trace.marker.color, trace.marker.line.color) if colour]  # a point, its outline
+    assert len(marks) >= 9
+    for page in ("#ffffff", "#0e1117"):  # Streamlit's light and dark backgrounds
+        faint = sorted({mark for mark in marks if _contrast(mark, page) < 2.2})
+        assert not faint, f"marks that disappear on {page}: {faint}"

@@ -86,6 +86,9 @@ def test_a_report_opens_offline_in_chromium_and_draws_its_charts(reports, tmp_pa
         WebDriverWait(driver, 60, poll_frequency=0.25).until(lambda d: d.execute_script(drawn) >= 5)
         names = driver.execute_script("return document.getElementById('z-by-layer')._fullData.map(t => t.name);")
         assert names == ["CCR-1", "CCR-5", "CCR-10", "null mean +- 2 sd"]  # the curves, then the band's legend entry
+        toolbar = driver.execute_script("return [...document.querySelectorAll('#z-by-layer .modebar-btn')]"
+                                        ".map(b => b.getAttribute('data-title'));")
+        assert "Download plot as a PNG" in toolbar and "Share chart..." not in toolbar  # no upload to Plotly's cloud
         assert screenshot(driver, "report", tmp_path).stat().st_size > 10_000
     finally:
         driver.quit()

@@ -31,6 +31,14 @@ TEMPLATE = "plotly_white"
 pio.templates.default = TEMPLATE
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
            "#7f7f7f")
+# The toolbar wherever a chart is drawn (the app, a chart's HTML download, the report): plotly.js offers by default to
+# upload the chart to Plotly's cloud ("Share chart..."); nothing here leaves the machine.
+CONFIG = dict(displaylogo=False, showSendToCloud=False)
+# The reference marks' colour (zero lines, thresholds, outlines): a grey that reads on a light page and on a dark one,
+# where black (or plotly's default #444 for a shape) disappears on a dark theme.
+INK = "#7f7f7f"
+# "This model" among the formulas' curves and the published models: a colour none of them takes.
+THIS_MODEL = dict(symbol="star", color="#ff7f0e", line=dict(color=INK, width=1))
 
 
 def colours(n: int) -> list[str]:
@@ -69,7 +77,7 @@ def _title(title: str) -> dict:
     """The title as plain text (:func:`plain`), in its own band under plotly's toolbar (which takes the top right),
     never beside it."""
     return dict(text=plain(title), x=0, xanchor="left", xref="paper", y=1, yref="container", yanchor="top",
-                pad=dict(t=34))
+                pad=dict(t=34), font=dict(weight="bold"))
 
 
 def _plain_names(traces) -> None:
@@ -124,7 +132,7 @@ def _note(text: str, x: float, y: float, xanchor: str, yanchor: str, **refs) -> 
 
 def _dark_direction() -> dict:
     """The dotted line at 90 degrees, labelled, as a figure's shapes and annotations."""
-    return dict(shapes=[_line_across(90, dash="dot")],
+    return dict(shapes=[_line_across(90, color=INK, dash="dot")],
                 annotations=[_note("90 deg: dark direction", 1, 90, "right", "bottom", xref="x domain", yref="y")])
 
 
@@ -150,7 +158,7 @@ def z_by_layer(curves: dict[str, list[LayerPGA]], title: str = "Readout alignmen
         shapes.append(_band_across(-2, 2, fillcolor="grey", opacity=0.15))
         traces.append(go.Scatter(x=[None], y=[None], mode="markers", name="null mean +- 2 sd", hoverinfo="skip",
                                  marker=dict(symbol="square", size=12, color="rgba(128, 128, 128, 0.3)")))
-    shapes.append(_line_across(0, color="black", width=1))
+    shapes.append(_line_across(0, color=INK, width=1))
     return _figure(traces, title, shapes=shapes, xaxis=dict(title="layer (0 = embeddings)"),
                    yaxis=dict(title="z (readout vs random subspaces)"))
 
@@ -252,13 +260,13 @@ def capacity_figure(d: int, eps: float, indeterminate: bool = False) -> go.Figur
     traces = [go.Scatter(x=grid, y=curves[name], mode="lines", name=FORMULA_LABELS[name], line=dict(color=colour))
               for colour, name in zip(colours(len(FORMULAS)), FORMULAS, strict=True)]
     if indeterminate:
-        shapes.append(_line_up(eps, color="black", dash="dash"))
+        shapes.append(_line_up(eps, color=INK, dash="dash"))
         notes.append(_note("this model: Class 1, indeterminate", eps, 1, "right" if eps > 0.5 * grid[-1] else "left",
                            "top", xref="x", yref="y domain"))
     else:
         points = [min(capacity(eps, d, name), 1e300) for name in FORMULAS]
         traces.append(go.Scatter(x=[eps] * len(FORMULAS), y=points, mode="markers", name="this model",
-                                 marker=dict(size=12, symbol="star", color="black")))
+                                 marker=dict(size=14, **THIS_MODEL)))
     shown = np.concatenate([np.asarray(curves[name], dtype=float) for name in FORMULAS])
     return _figure(traces, f"Capacity against epsilon at d = {d}", height=420, shapes=shapes, annotations=notes,
                    yaxis=log_axis(np.minimum(shown, 1e300), title="capacity k (directions)"),
@@ -314,7 +322,7 @@ def epsilon_by_dimension(k: float, d: int, eps: float) -> go.Figure:
                          line=dict(color=colour))
               for colour, name in zip(colours(len(FORMULAS)), FORMULAS, strict=True)]
     traces.append(go.Scatter(x=[d], y=[eps], mode="markers", name="this model",
-                             marker=dict(size=12, symbol="star", color="black")))
+                             marker=dict(size=14, **THIS_MODEL)))
     return _figure(traces, f"epsilon for k = {k:,.0f} against d", xaxis=log_axis(curves["d"], title="d (dimensions)"),
                    yaxis=dict(title="epsilon"))
 
@@ -376,7 +384,7 @@ def z_difference(layers: list[int], difference: list[float], names: tuple[str, s
     """z of the second model minus z of the first, layer by layer (same layer grid)."""
     return _figure([go.Bar(x=layers, y=difference, marker_color=["#2ca02c" if v >= 0 else "#d62728"
                                                                  for v in difference])],
-                   "z of B minus z of A, by layer", height=320, shapes=[_line_across(0, color="black", width=1)],
+                   "z of B minus z of A, by layer", height=320, shapes=[_line_across(0, color=INK, width=1)],
                    xaxis=dict(title="layer"), yaxis=dict(title="z difference"))
 
 
@@ -445,7 +453,7 @@ def atlas_figure(published: list, highlighted: dict[str, tuple[int, float]],
     with the class thresholds; each ``highlighted`` model (label -> (d_model, epsilon)) as a star; each
     ``measured`` published model (``Measured``) as an open diamond joined to its published point."""
     shapes = [_band_across(CLASS2_BELOW, CLASS1_ABOVE, fillcolor="grey", opacity=0.12),
-              *(_line_across(level, color="#555", dash="dot") for level in (CLASS2_BELOW, CLASS1_ABOVE))]
+              *(_line_across(level, color=INK, dash="dot") for level in (CLASS2_BELOW, CLASS1_ABOVE))]
     notes = [_note("between classes", 0, CLASS1_ABOVE, "left", "top", xref="x domain", yref="y"),
              _note(f"Class 2 below {CLASS2_BELOW:g}", 0, CLASS2_BELOW, "left", "top", xref="x domain", yref="y"),
              _note(f"Class 1 above {CLASS1_ABOVE:g}", 1, CLASS1_ABOVE, "right", "bottom", xref="x domain", yref="y")]
@@ -470,7 +478,7 @@ def atlas_figure(published: list, highlighted: dict[str, tuple[int, float]],
     stars = ["#ff7f0e"] if len(highlighted) == 1 else ["#ff7f0e", "#9467bd", "#2ca02c", "#8c564b"]
     for colour, (label, (d, eps)) in zip(stars, highlighted.items(), strict=False):
         traces.append(go.Scatter(x=[d], y=[eps], mode="markers", name=label,
-                                 marker=dict(symbol="star", size=20, color=colour, line=dict(color="black", width=1)),
+                                 marker=dict(symbol="star", size=20, color=colour, line=dict(color=INK, width=1)),
                                  hovertemplate=f"<b>{plain(label)}</b><br>d_model %{{x:,}}<br>epsilon %{{y:.4f}}"
                                                "<extra></extra>"))
     return _figure(traces, "45 published models: epsilon against d", height=440, shapes=shapes, annotations=notes,

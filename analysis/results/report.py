@@ -20,7 +20,7 @@ from plotly.offline import get_plotlyjs
 from analysis.capacity.atlas import SOURCE
 from analysis.capacity.formulas import CLASS_NOTES, FORMULAS
 from analysis.results.collections import CapacityRun, PGARun, TriageRun
-from analysis.results.figures import FORMULA_LABELS, TEMPLATE
+from analysis.results.figures import CONFIG, FORMULA_LABELS, TEMPLATE
 from analysis.results.glossary import explain, glossary
 
 STYLE = """
@@ -192,4 +192,4 @@ def _figure(figure: go.Figure, element_id: str) -> str:
     swaps it for one whose placeholder colours only streamlit's frontend fills in.
     """
     own = go.Figure(figure).update_layout(template=TEMPLATE)
-    return own.to_html(full_html=False, include_plotlyjs=False, div_id=element_id)
+    return own.to_html(full_html=False, include_plotlyjs=False, div_id=element_id, config=CONFIG)
