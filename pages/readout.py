@@ -52,8 +52,6 @@ chart(run.null_figure(layer), run.null_table(layer), "null-distribution",
       f"Layer {layer}: rho_readout = {chosen.rho_readout:.4f}, null mean {chosen.null_mean:.4f}, "
       f"sd {chosen.null_std:.4f}, z = {chosen.z:.2f}, p = {chosen.p_value:.3f} ({run.describe()}).")
 
-# one under the other, each the page's width: in two columns, chromium replotted both after every preview although
-# their figures (the layers' PCA against V_k) had not changed (BENCHMARKS.md)
 lower = run.lower_table()  # their numbers: every layer they draw
 chart(run.pc1_figure(), lower, "pc1-angle", "0 deg: inside V_k; 90 deg: a dark direction.")
 chart(run.pc_heatmap(), lower, "pc-angle-heatmap")
