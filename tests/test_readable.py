@@ -163,10 +163,15 @@ def test_every_reference_mark_reads_on_a_light_page_and_on_a_dark_one():
     """The charts are drawn on the page's own background (Streamlit's light or dark theme): a line or a marker in
     black, or a shape left at plotly's default #444, disappears on the dark one."""
     from analysis.capacity.atlas import published_models
+    from analysis.capacity.epsilon import CosineStats, Histogram
 
     assert _contrast("#000000", "#0e1117") < 1.2 and _contrast("#444444", "#0e1117") < 2  # the check can fail
     results = _three_layers()
+    histogram = Histogram(np.linspace(-1, 1, 11), np.arange(10))
     made = [figures.z_by_layer({"model": results}), figures.pc_angle_by_layer(results),
+            figures.pc1_by_relative_depth({"model": results}), figures.null_distribution(results[0]),
+            figures.readout_spectrum(np.ones(8), 4), figures.probe_figure(np.array([0.5, 0.7]), 0.5, [1.0, 3.0]),
+            figures.cosine_histogram_figure(histogram, CosineStats(0.4, 0.1, 100, 0, 576), "cosines"),
             figures.capacity_figure(576, 0.2), figures.capacity_figure(576, 0.6, indeterminate=True),
             figures.epsilon_by_dimension(1e5, 576, 0.2), figures.z_difference([0, 1], [1.0, -1.0], ("A", "B")),
             figures.atlas_figure(published_models(), {"this model": (576, 0.2)})]
@@ -175,7 +180,7 @@ def test_every_reference_mark_reads_on_a_light_page_and_on_a_dark_one():
         marks += [shape.line.color or "#444444" for shape in figure.layout.shapes if shape.type == "line"]
         marks += [colour for trace in figure.data if trace.type == "scatter" and trace.marker.symbol == "star"
                   for colour in (trace.marker.color, trace.marker.line.color) if colour]  # a point, its outline
-    assert len(marks) >= 9
+    assert len(marks) >= 15
     for page in ("#ffffff", "#0e1117"):  # Streamlit's light and dark backgrounds
         faint = sorted({mark for mark in marks if _contrast(mark, page) < 2.2})
         assert not faint, f"marks that disappear on {page}: {faint}"

@@ -224,7 +224,8 @@ def cosine_histogram_figure(histogram: Histogram, stats: CosineStats, title: str
     # mu's line stops under its label; epsilon's label sits higher, so neither line crosses the other's text
     return _figure([go.Bar(x=centres, y=histogram.shares, width=histogram.edges[1] - histogram.edges[0],
                            marker_color="#1f77b4", name="pairs")], title,
-                   shapes=[dict(type="line", x0=stats.mu, x1=stats.mu, y0=0, y1=1.1 * tallest, line=dict(dash="dot")),
+                   shapes=[dict(type="line", x0=stats.mu, x1=stats.mu, y0=0, y1=1.1 * tallest,
+                                line=dict(color=INK, dash="dot")),
                            _line_up(stats.epsilon, color="#d62728", width=3)],
                    annotations=[_note(f"mu = {stats.mu:.3f}", stats.mu, 1.1 * tallest, "right", "bottom"),
                                 _note(f"epsilon = mu + 2 sigma = {stats.epsilon:.3f}", stats.epsilon, 1.2 * tallest,
@@ -411,7 +412,7 @@ def probe_figure(accuracy: np.ndarray | None, baseline: float | None, z: list[fl
     if accuracy is not None:
         fig.add_trace(go.Scatter(x=list(range(len(accuracy))), y=accuracy, mode="lines+markers",
                                  name="probe accuracy (held out)"))
-        fig.add_hline(y=baseline, line_dash="dot", annotation_text=f"majority baseline {baseline:.2f}")
+        fig.add_hline(y=baseline, line_dash="dot", line_color=INK, annotation_text=f"majority baseline {baseline:.2f}")
     else:  # an empty trace: plotly draws no axis that no trace is on
         fig.add_trace(go.Scatter(x=[], y=[], showlegend=False))
     if z is not None:
