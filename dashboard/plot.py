@@ -6,21 +6,28 @@ it). A move on Readout alignment changes six charts. :func:`plot` keeps one elem
 the new figure to ``Plotly.react``, which changes only what differs: on two cores chromium spent 8-32 % less over ten
 moves, and the previews came as soon or sooner (BENCHMARKS.md).
 
-plotly.js is the copy the ``plotly`` package ships (the figures' own version), served by Streamlit's component file
-route and fetched once per browser tab; nothing is fetched from elsewhere.
+plotly.js is the copy the ``plotly`` package ships (the figures' own version), gzipped once into the cache folder and
+served by Streamlit's component file route as it is: the server compressed the 4.8 MB file again at every request
+(0.1 core-s; a visitor's loop of requests would keep a core busy) and sent it uncacheable. The browser unpacks it and,
+on a secure page (https, localhost), keeps it in its cache storage for the next visit. Nothing is fetched from
+elsewhere.
 """
 
 from __future__ import annotations
 
+import functools
+import gzip
+import os
+from importlib.metadata import version
 from importlib.resources import files
+from pathlib import Path
 
 import plotly.graph_objects as go
 import streamlit as st
 import streamlit.components.v1 as components_v1
 
 from analysis.results.figures import CONFIG
-
-PLOTLY_JS = "plotly.min.js"
+from analysis.storage.paths import cache_dir
 
 # Runs in the page (not in a frame) once per chart and again with each new figure. plotly.js is loaded once (the first
 # chart's <script> tag, which the others await); each chart's drawings follow one another in order; the figure is drawn
@@ -30,13 +37,7 @@ PLOTLY_JS = "plotly.min.js"
 # window resize listener.
 _SCRIPT = """
 export default function({ parentElement, data }) {
-  const plotly = window.__rgPlotly || (window.__rgPlotly = new Promise((loaded, failed) => {
-    const script = document.createElement("script");
-    script.src = data.plotly_js;
-    script.onload = () => loaded(window.Plotly);
-    script.onerror = () => failed(new Error("plotly.js could not be loaded from " + data.plotly_js));
-    document.head.appendChild(script);
-  }));
+  const plotly = window.__rgPlotly || (window.__rgPlotly = load(data.plotly_js));
   const chart = parentElement.querySelector(".rg-plot");
   const figure = JSON.parse(data.figure);
   const page = getComputedStyle(parentElement);
@@ -61,6 +62,21 @@ export default function({ parentElement, data }) {
     .catch(error => { chart.textContent = "This chart could not be drawn: " + error.message; });
   return () => plotly.then(Plotly => Plotly.purge(chart));
 }
+async function load(url) {  // plotly.js, gzipped: from the browser's cache storage where it is kept, else the server
+  const store = window.caches && await caches.open("readout-geometry").catch(() => null);
+  let answer = store && await store.match(url);
+  if (!answer) {
+    answer = await fetch(url);
+    if (!answer.ok) throw new Error("plotly.js could not be loaded from " + url + " (" + answer.status + ")");
+    if (store) await keep(store, url, answer.clone()).catch(() => {});  // a full quota costs the next visit only
+  }
+  (0, eval)(await new Response(answer.body.pipeThrough(new DecompressionStream("gzip"))).text());  // in the window
+  return window.Plotly;
+}
+async function keep(store, url, answer) {  // this version only
+  for (const kept of await store.keys()) await store.delete(kept);
+  await store.put(url, answer);
+}
 const EXPAND = { width: 1000, height: 1000, path: "M0 0H380V110H110V380H0Z M620 0H1000V380H890V110H620Z "
                  + "M1000 620V1000H620V890H890V620Z M0 620H110V890H380V1000H0Z" };  // four corners
 """
@@ -71,12 +87,27 @@ _chart = st.components.v2.component("plot", html="<div class='rg-plot'></div>", 
                                     isolate_styles=False)
 
 
+@functools.cache
+def gzipped_plotly_js() -> Path:
+    """The ``plotly`` package's ``plotly.min.js`` gzipped, in ``<cache>/plotly/`` (written once per plotly version, by
+    whichever server process comes first; 0.2 s). Served as ``application/gzip``, which the server's compression skips.
+    """
+    target = cache_dir() / "plotly" / f"plotly-{version('plotly')}.min.js.gz"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+        partial.write_bytes(gzip.compress((files("plotly") / "package_data" / "plotly.min.js").read_bytes(), mtime=0))
+        partial.replace(target)
+    return target
+
+
 def _plotly_js_url() -> str:
-    """Where the browser fetches plotly.js: the ``plotly`` package's folder of it, served as a component's files (its
+    """Where the browser fetches plotly.js (:func:`gzipped_plotly_js`), served as a component's files (the
     registration belongs to the running server, so it is made in the script run; the same one again changes nothing)."""
-    served = components_v1.declare_component("plotly_js", path=str(files("plotly") / "package_data"))
+    gzipped = gzipped_plotly_js()
+    served = components_v1.declare_component("plotly_js", path=str(gzipped.parent))
     base = (st.get_option("server.baseUrlPath") or "").strip("/")
-    return f"{'/' + base if base else ''}/component/{served.name}/{PLOTLY_JS}"
+    return f"{'/' + base if base else ''}/component/{served.name}/{gzipped.name}"
 
 
 def plot(fig: go.Figure, key: str) -> None:

@@ -1,8 +1,10 @@
 """The dashboard through Streamlit's AppTest: every page, a tiny model and the built-in one."""
 
 import base64
+import gzip
 import json
 import re
+from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
@@ -100,8 +102,12 @@ def test_a_chart_keeps_its_element_when_its_figure_changes():
     second = app.run().get("bidi_component")[0].proto
     assert first.id == second.id and first.json != second.json
     assert decode(charts(app)[0]["data"][0]["y"]) == [1, 3]
-    assert json.loads(second.json)["plotly_js"] == "/component/dashboard.plot.plotly_js/plotly.min.js"  # the browser
+    from dashboard.plot import gzipped_plotly_js
+
+    gzipped = gzipped_plotly_js()
+    assert json.loads(second.json)["plotly_js"] == f"/component/dashboard.plot.plotly_js/{gzipped.name}"  # the browser
     # tests find it served: every chart they wait for is drawn by it
+    assert gzip.decompress(gzipped.read_bytes()) == (files("plotly") / "package_data" / "plotly.min.js").read_bytes()
 
 
 def test_the_setting_just_left_is_not_previewed_ahead(tiny_models, monkeypatch):

@@ -155,6 +155,16 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
     browser.execute_script("document.exitFullscreen();")
     WebDriverWait(browser, 30, poll_frequency=0.25).until(lambda d: d.execute_script(size, drawn)[0] is False)
     WebDriverWait(browser, 30, poll_frequency=0.25).until(lambda d: d.execute_script(size, drawn)[2] == 380)
+    # plotly.js: sent gzipped as it lies on disk (the server compresses nothing per request), kept by the browser
+    from dashboard.plot import gzipped_plotly_js
+
+    served = urllib.request.urlopen(urllib.request.Request(
+        f"{server}/component/dashboard.plot.plotly_js/{gzipped_plotly_js().name}", headers={"Accept-Encoding": "gzip"}))
+    assert served.headers["Content-Type"] == "application/gzip" and "Content-Encoding" not in served.headers
+    assert served.read() == gzipped_plotly_js().read_bytes()
+    kept = browser.execute_async_script("caches.open('readout-geometry').then(s => s.keys())"
+                                        ".then(keys => arguments[0](keys.map(k => k.url)));")
+    assert kept == [served.url]
     outside = [e["message"] for e in browser.get_log("browser") if not e["message"].startswith(server)]
     assert not [message for message in outside if "http" in message.split(" ")[0]], outside  # nothing from elsewhere
 
