@@ -30,7 +30,7 @@ from analysis.results.figures import CONFIG
 from analysis.storage.paths import cache_dir
 
 # Runs in the page (not in a frame) once per chart and again with each new figure. plotly.js is loaded once (the first
-# chart's <script> tag, which the others await); each chart's drawings follow one another in order; the figure is drawn
+# chart starts it, the others await it); each chart's drawings follow one another in order; the figure is drawn
 # in the page's font and text colour on its background (a dark theme's too, as Streamlit's own charts are); the
 # toolbar's last button shows the chart on the whole screen (at the screen's height; again, or Esc, to leave); a failure
 # is said in the chart's place; the chart is purged when Streamlit removes the element (a page left), which drops its
