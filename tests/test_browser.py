@@ -131,6 +131,7 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
 
     first_chart = "return document.querySelectorAll('.js-plotly-plot')[0];"
     drawn = browser.execute_script(first_chart)
+    browser.execute_script("window.__fullscreen = arguments[0]._context.modeBarButtonsToAdd[0].click;", drawn)
     thumb = browser.find_element(By.CSS_SELECTOR, "input[type=range][aria-label='k (readout dimensions)']")
     browser.execute_script("arguments[0].focus();", thumb)  # the range input is visually hidden
     ActionChains(browser).send_keys(Keys.ARROW_LEFT).perform()
@@ -140,6 +141,8 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
     assert not browser.find_elements(By.CSS_SELECTOR, "[data-testid=stException]")
     assert chart_y(browser) != before
     assert browser.execute_script(first_chart) == drawn  # the chart updated in place (dashboard.plot), not built anew
+    assert browser.execute_script("return window.__fullscreen === arguments[0]._context.modeBarButtonsToAdd[0].click;",
+                                  drawn)  # with the same config: Plotly.react redraws only what changed
     assert "k=" in browser.current_url
 
     # the toolbar offers no upload to Plotly's cloud; its last button shows the chart on the whole screen
