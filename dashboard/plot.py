@@ -66,13 +66,19 @@ export default function({ parentElement, data }) {
 }
 async function load(url) {  // plotly.js, gzipped: from the browser's cache storage where it is kept, else the server
   const store = window.caches && await caches.open("readout-geometry").catch(() => null);
-  let answer = store && await store.match(url);
-  if (!answer) {
-    answer = await fetch(url);
-    if (!answer.ok) throw new Error("plotly.js could not be loaded from " + url + " (" + answer.status + ")");
-    if (store) await keep(store, url, answer.clone()).catch(() => {});  // a full quota costs the next visit only
+  const kept = store && await store.match(url);
+  if (kept) {
+    try { return await run(kept); } catch { await store.delete(url); }  // not plotly.js (a proxy's page?): fetched anew
   }
-  (0, eval)(await new Response(answer.body.pipeThrough(new DecompressionStream("gzip"))).text());  // in the window
+  const answer = await fetch(url);
+  if (!answer.ok) throw new Error("plotly.js could not be loaded from " + url + " (" + answer.status + ")");
+  const plotly = await run(answer.clone());
+  if (store) keep(store, url, answer).catch(() => {});  // not waited for; a full quota costs the next visit only
+  return plotly;
+}
+async function run(answer) {  // unpacked and run in the window
+  (0, eval)(await new Response(answer.body.pipeThrough(new DecompressionStream("gzip"))).text());
+  if (!window.Plotly) throw new Error("the file sent as plotly.js defines no Plotly");
   return window.Plotly;
 }
 async function keep(store, url, answer) {  // this version only

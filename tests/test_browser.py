@@ -165,9 +165,16 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
         f"{server}/component/dashboard.plot.plotly_js/{gzipped_plotly_js().name}", headers={"Accept-Encoding": "gzip"}))
     assert served.headers["Content-Type"] == "application/gzip" and "Content-Encoding" not in served.headers
     assert served.read() == gzipped_plotly_js().read_bytes()
-    kept = browser.execute_async_script("caches.open('readout-geometry').then(s => s.keys())"
-                                        ".then(keys => arguments[0](keys.map(k => k.url)));")
-    assert kept == [served.url]
+    kept = ("caches.open('readout-geometry').then(s => Promise.all([s.keys(), s.match(arguments[0])]))"
+            ".then(([keys, copy]) => copy.arrayBuffer()"
+            ".then(b => arguments[1]([keys.map(k => k.url), b.byteLength])));")
+    assert browser.execute_async_script(kept, served.url) == [[served.url], gzipped_plotly_js().stat().st_size]
+    # a kept copy that is not plotly.js (a proxy's page, say) is dropped, and the file fetched again
+    browser.execute_async_script("caches.open('readout-geometry').then(s => s.put(arguments[0], new Response('<p>')))"
+                                 ".then(() => arguments[1]());", served.url)
+    browser.refresh()
+    wait_until_finished(browser, timeout=120)
+    assert chart_y(browser) and browser.execute_async_script(kept, served.url)[1] == gzipped_plotly_js().stat().st_size
     outside = [e["message"] for e in browser.get_log("browser") if not e["message"].startswith(server)]
     assert not [message for message in outside if "http" in message.split(" ")[0]], outside  # nothing from elsewhere
 
