@@ -6,6 +6,12 @@ it). A move on Readout alignment changes six charts. :func:`plot` keeps one elem
 the new figure to ``Plotly.react``, which changes only what differs: on two cores chromium spent 8-32 % less over ten
 moves, and the previews came as soon or sooner (BENCHMARKS.md).
 
+A chart out of sight is not drawn: its latest figure waits until the chart comes within a quarter of the page's
+height of the visible part (or the page is printed), so a move spends the browser's share of the cores on the charts
+the visitor sees. On Readout alignment two or three of six charts lie below a 1,800-pixel window (more below a
+laptop's), and their redraws took 80-210 ms of chromium's page thread a move; a move between two stored settings
+cost chromium 0.30-0.35 core-s against 0.37-0.43 (BENCHMARKS.md).
+
 plotly.js is the copy the ``plotly`` package ships (the figures' own version), gzipped once into the cache folder and
 served by Streamlit's component file route as it is: the server compressed the 4.8 MB file again at every request
 (0.1 core-s; a visitor's loop of requests would keep a core busy) and sent it uncacheable. The browser unpacks it and,
@@ -30,7 +36,8 @@ from analysis.results.figures import CONFIG
 from analysis.storage.paths import cache_dir
 
 # Runs in the page (not in a frame) once per chart and again with each new figure. plotly.js is loaded once (the first
-# chart starts it, the others await it); each chart's drawings follow one another in order; the figure is drawn
+# chart starts it, the others await it); a chart keeps its place at the figure's height and is drawn when it is in or
+# near sight (its latest figure only); each chart's drawings follow one another in order; the figure is drawn
 # in the page's font and text colour on its background (a dark theme's too, as Streamlit's own charts are); the
 # toolbar's last button shows the chart on the whole screen (at the screen's height; again, or Esc, to leave); a failure
 # is said in the chart's place; the chart is purged when Streamlit removes the element (a page left), which drops its
@@ -49,6 +56,7 @@ export default function({ parentElement, data }) {
   const grey = { gridcolor: "rgba(128,128,128,0.2)", zerolinecolor: "rgba(128,128,128,0.2)" };
   for (const axis of axes ? ["xaxis", "yaxis"] : []) axes[axis] = Object.assign({}, axes[axis], grey);
   chart.figureHeight = figure.layout.height || null;  // the figure's own, back when the whole screen is left
+  chart.style.minHeight = (chart.figureHeight || 450) + "px";  // plotly's default height: its place while not drawn
   const whole = () => document.fullscreenElement === chart;
   const size = () => ({ width: chart.clientWidth, height: whole() ? chart.clientHeight : chart.figureHeight });
   chart.onfullscreenchange = () => chart.drawn.then(() => plotly).then(Plotly => Plotly.relayout(chart, size()));
@@ -58,11 +66,34 @@ export default function({ parentElement, data }) {
   chart.config = chart.config || { ...data.config, responsive: true, modeBarButtonsToAdd: [{
     name: "fullscreen", title: "Full screen", icon: EXPAND,
     click: () => whole() ? document.exitFullscreen() : chart.requestFullscreen() }] };
-  chart.drawn = (chart.drawn || plotly)
-    .then(() => plotly)
-    .then(Plotly => Plotly.react(chart, figure.data, layout(), chart.config))
-    .catch(error => { chart.textContent = "This chart could not be drawn: " + error.message; });
-  return () => plotly.then(Plotly => Plotly.purge(chart));
+  chart.draw = () => {
+    chart.waiting = false;
+    chart.drawn = (chart.drawn || plotly)
+      .then(() => plotly)
+      .then(Plotly => Plotly.react(chart, figure.data, layout(), chart.config))
+      .catch(error => { chart.textContent = "This chart could not be drawn: " + error.message; });
+  };
+  chart.watcher = chart.watcher || sight(chart);
+  chart.watcher.observe(chart);  // its first report comes in the next frame; observing again changes nothing
+  if (chart.inSight || whole()) chart.draw(); else chart.waiting = true;
+  return () => { chart.watcher.unobserve(chart); plotly.then(Plotly => Plotly.purge(chart)); };
+}
+function sight(chart) {  // the watcher of the part of the page that scrolls the chart (Streamlit's main block; else the
+  const root = chart.closest("[data-testid=stMain]");  // window): a chart that comes near sight is drawn
+  const watchers = window.__rgSight || (window.__rgSight = new Map());
+  if (!watchers.size) addEventListener("beforeprint", () => {  // a printed page shows every chart
+    for (const waiting of document.querySelectorAll(".rg-plot")) if (waiting.waiting) waiting.draw();
+  });
+  for (const [kept, watcher] of watchers) {  // a page's block gone: its watcher with it
+    if (kept && !kept.isConnected) { watcher.disconnect(); watchers.delete(kept); }
+  }
+  if (!watchers.has(root)) watchers.set(root, new IntersectionObserver(entries => {
+    for (const { target, isIntersecting } of entries) {
+      target.inSight = isIntersecting;
+      if (isIntersecting && target.waiting) target.draw();
+    }
+  }, { root, rootMargin: "25% 0px" }));  // a quarter of its height beyond each edge: drawn before it is seen
+  return watchers.get(root);
 }
 async function load(url) {  // plotly.js, gzipped: from the browser's cache storage where it is kept, else the server
   const store = window.caches && await caches.open("readout-geometry").catch(() => null);

@@ -225,6 +225,21 @@ def settled(driver, timeout: float = 600) -> None:
     WebDriverWait(driver, timeout, poll_frequency=0.25).until(stopped)
 
 
+CHARTS = """return [...document.querySelectorAll('.rg-plot')].map(c => ({
+  top: c.getBoundingClientRect().top, drawn: c.classList.contains('js-plotly-plot'),
+  failed: c.textContent.startsWith('This chart could not be drawn'),
+  text: c.layout ? JSON.stringify([c.layout.title, c.layout.annotations, c.layout.shapes]) : ''}));"""
+
+
+def draw_every_chart(driver) -> None:
+    """Draw the charts out of sight too, as printing does (they wait until they come near sight: dashboard.plot)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.execute_script("window.dispatchEvent(new Event('beforeprint'));")
+    WebDriverWait(driver, 60, poll_frequency=0.25).until(
+        lambda d: all(c["drawn"] or c["failed"] for c in d.execute_script(CHARTS)))
+
+
 def no_script_ran(driver) -> bool:
     return driver.execute_script("return window.__pwned === undefined && !document.querySelector('img[src=\"x\"]') "
                                  "&& !document.querySelector('a[href*=\"evil.example\"]');")
@@ -308,6 +323,7 @@ def test_titles_clear_the_toolbar_and_labels_are_whole(server, browser, tiny_mod
             query = {"model": str(series if page == "training" else model), "n_tokens": 128}
             browser.get(f"{server}/{page}?{urlencode(query)}")
             settled(browser)
+            draw_every_chart(browser)
             assert browser.execute_script(LAYOUT_PROBLEMS) == [], (page, width)
     finally:
         browser.set_window_size(1500, 1800)
@@ -321,7 +337,8 @@ const k = document.querySelector("input[type=range][aria-label='k (readout dimen
 return {state: app ? app.getAttribute('data-test-script-state') : null, title: title.replace(/<[^>]+>/g, ''),
         k: k ? k.closest('[data-testid=stSlider], [data-testid=stSelectSlider]').querySelector(
                '[data-testid=stSliderThumbValue]').innerText : null,
-        plots: plots.length, stale: document.querySelectorAll('[data-stale=true] .js-plotly-plot').length,
+        plots: document.querySelectorAll('.rg-plot').length,
+        stale: document.querySelectorAll('[data-stale=true] .rg-plot').length,
         firstStale: plots.length > 0 && plots[0].closest('[data-stale=true]') !== null,
         kSliders: document.querySelectorAll("input[type=range][aria-label='k (readout dimensions)']").length,
         bars: document.querySelectorAll('[data-testid=stProgress]').length,
@@ -378,3 +395,40 @@ def test_a_move_shows_the_new_setting_or_says_it_is_computing_and_the_page_ends_
     settled(browser)  # then the page reruns once more when the work around it is done, and its status line rests
     watch(lambda s: s["state"] == "notRunning" and s["plots"] == 6 and s["stale"] == 0 and s["kSliders"] == 1
           and s["bars"] == 0)
+
+
+def test_a_chart_out_of_sight_is_drawn_as_it_comes_near(server, browser, tiny_models):
+    """In a laptop's window the charts below sight wait, their places kept; one scrolled to is drawn at the setting
+    the sliders show (a move made while it was out of sight included); printing draws every chart."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.set_window_size(1500, 900)
+    try:
+        query = urlencode({"model": str(tiny_models[("gpt_neox", False)]), "n_tokens": 128, "seed": 5})
+        browser.get(f"{server}/readout?{query}")
+        settled(browser)
+        charts = browser.execute_script(CHARTS)
+        sight = browser.execute_script("return document.querySelector('[data-testid=stMain]').clientHeight;")
+        assert charts[0]["drawn"] and not charts[-1]["drawn"] and charts[-1]["top"] > 1.25 * sight, charts
+        places = browser.execute_script("return [...document.querySelectorAll('.rg-plot')].map(c => c.offsetHeight);")
+        assert min(places) >= 300, places  # the figures' own heights (300-380 px), drawn or not
+
+        thumb = browser.find_element("css selector", "input[type=range][aria-label='k (readout dimensions)']")
+        browser.execute_script("arguments[0].focus();", thumb)
+        ActionChains(browser).send_keys(Keys.ARROW_LEFT).perform()
+        WebDriverWait(browser, 300, poll_frequency=0.25).until(lambda d: (lambda s: s["state"] == "notRunning" and (
+            s["title"].startswith(f"z by layer at k = {s['k']}")))(d.execute_script(MOVE_STATE)))
+        settled(browser)
+        k = browser.execute_script(MOVE_STATE)["k"]
+        assert not browser.execute_script(CHARTS)[-1]["drawn"]
+        browser.execute_script("const c = document.querySelectorAll('.rg-plot'); c[c.length - 1].scrollIntoView();")
+        WebDriverWait(browser, 60, poll_frequency=0.25).until(lambda d: d.execute_script(CHARTS)[-1]["drawn"])
+        assert f'"k = {k}"' in browser.execute_script(CHARTS)[-1]["text"]  # the readout spectrum's mark at the new k
+
+        browser.execute_script("document.querySelector('[data-testid=stMain]').scrollTo(0, 0);")
+        assert not all(c["drawn"] for c in browser.execute_script(CHARTS))  # scrolled past, never near sight
+        draw_every_chart(browser)
+    finally:
+        browser.set_window_size(1500, 1800)
