@@ -14,9 +14,9 @@ cost chromium 0.30-0.35 core-s against 0.37-0.43 (BENCHMARKS.md).
 
 plotly.js is the copy the ``plotly`` package ships (the figures' own version), gzipped once into the cache folder and
 served by Streamlit's component file route as it is: the server compressed the 4.8 MB file again at every request
-(0.1 core-s; a visitor's loop of requests would keep a core busy) and sent it uncacheable. The browser unpacks it and,
-on a secure page (https, localhost), keeps it in its cache storage for the next visit. Nothing is fetched from
-elsewhere.
+(0.1 core-s; a visitor's loop of requests would keep a core busy) and sent it uncacheable. The browser unpacks it and
+keeps it in its IndexedDB store for the next visit (the browser's cache storage, used before, exists only on a secure
+page: a server on plain http sent it at every visit). Nothing is fetched from elsewhere.
 """
 
 from __future__ import annotations
@@ -95,26 +95,37 @@ function sight(chart) {  // the watcher of the part of the page that scrolls the
   }, { root, rootMargin: "25% 0px" }));  // a quarter of its height beyond each edge: drawn before it is seen
   return watchers.get(root);
 }
-async function load(url) {  // plotly.js, gzipped: from the browser's cache storage where it is kept, else the server
-  const store = window.caches && await caches.open("readout-geometry").catch(() => null);
-  const kept = store && await store.match(url);
-  if (kept) {
-    try { return await run(kept); } catch { await store.delete(url); }  // not plotly.js (a proxy's page?): fetched anew
+async function load(url) {  // plotly.js, gzipped: from the browser's store where this version is kept, else the server
+  if (window.caches) caches.delete("readout-geometry").catch(() => {});  // where an earlier version kept it
+  const kept = await stored("readonly", files => files.get("plotly.js")).catch(() => null);
+  if (kept && kept.url === url) {
+    try { return await run(kept.bytes); } catch {}  // not plotly.js (a proxy's page?): fetched anew, kept in its place
   }
   const answer = await fetch(url);
   if (!answer.ok) throw new Error("plotly.js could not be loaded from " + url + " (" + answer.status + ")");
-  const plotly = await run(answer.clone());
-  if (store) keep(store, url, answer).catch(() => {});  // not waited for; a full quota costs the next visit only
+  const bytes = await answer.arrayBuffer();
+  const plotly = await run(bytes);
+  stored("readwrite", files => files.put({ url, bytes }, "plotly.js")).catch(() => {});  // a full quota: fetched again
   return plotly;
 }
-async function run(answer) {  // unpacked and run in the window
-  (0, eval)(await new Response(answer.body.pipeThrough(new DecompressionStream("gzip"))).text());
+async function run(bytes) {  // unpacked and run in the window
+  const unpacked = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  (0, eval)(await new Response(unpacked).text());
   if (!window.Plotly) throw new Error("the file sent as plotly.js defines no Plotly");
   return window.Plotly;
 }
-async function keep(store, url, answer) {  // this version only
-  for (const kept of await store.keys()) await store.delete(kept);
-  await store.put(url, answer);
+function stored(mode, ask) {  // one request to the page's IndexedDB store (on plain http too, unlike cache storage)
+  return new Promise((resolve, reject) => {
+    const opening = indexedDB.open("readout-geometry", 1);
+    opening.onupgradeneeded = () => opening.result.createObjectStore("files");
+    opening.onerror = () => reject(opening.error);
+    opening.onsuccess = () => {
+      const base = opening.result, files = base.transaction("files", mode);
+      const request = ask(files.objectStore("files"));
+      files.oncomplete = () => { base.close(); resolve(request.result); };
+      files.onerror = files.onabort = () => { base.close(); reject(files.error); };
+    };
+  });
 }
 const EXPAND = { width: 1000, height: 1000, path: "M0 0H380V110H110V380H0Z M620 0H1000V380H890V110H620Z "
                  + "M1000 620V1000H620V890H890V620Z M0 620H110V890H380V1000H0Z" };  // four corners

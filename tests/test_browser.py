@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 
@@ -74,7 +74,7 @@ def browser():
     options.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
                  "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--window-size=1500,1800"):
+                 "--disable-sync", "--window-size=1500,1800", "--host-resolver-rules=MAP insecure.test 127.0.0.1"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     yield driver
@@ -102,6 +102,22 @@ def chart_y(driver, index: int = 0) -> list[float] | None:
         "const c = document.querySelectorAll('.js-plotly-plot')[arguments[0]];"
         "const t = c && c._fullData && c._fullData[0];"  # _fullData: decoded arrays
         "return t && t.y ? Array.from(t.y) : null;", index)
+
+
+# plotly.js as the page keeps it in its IndexedDB store (dashboard.plot): [its address, its size], or null; given an
+# address, a three-byte copy that is not plotly.js is kept under it instead
+KEPT = """
+const [poison, done] = arguments.length > 1 ? [arguments[0], arguments[1]] : [null, arguments[0]];
+const opening = indexedDB.open('readout-geometry', 1);
+opening.onupgradeneeded = () => opening.result.createObjectStore('files');
+opening.onsuccess = () => {
+  const base = opening.result, files = base.transaction('files', 'readwrite'), store = files.objectStore('files');
+  const request = poison ? store.put({url: poison, bytes: new TextEncoder().encode('<p>').buffer}, 'plotly.js')
+                         : store.get('plotly.js');
+  files.oncomplete = () => { base.close(); const kept = poison ? null : request.result;
+                             done(kept ? [kept.url, kept.bytes.byteLength] : null); };
+};
+"""
 
 
 def screenshot(driver, name: str, tmp_path: Path) -> Path:
@@ -165,18 +181,31 @@ def test_slider_changes_the_chart_without_exceptions(server, browser, tiny_model
         f"{server}/component/dashboard.plot.plotly_js/{gzipped_plotly_js().name}", headers={"Accept-Encoding": "gzip"}))
     assert served.headers["Content-Type"] == "application/gzip" and "Content-Encoding" not in served.headers
     assert served.read() == gzipped_plotly_js().read_bytes()
-    kept = ("caches.open('readout-geometry').then(s => Promise.all([s.keys(), s.match(arguments[0])]))"
-            ".then(([keys, copy]) => copy.arrayBuffer()"
-            ".then(b => arguments[1]([keys.map(k => k.url), b.byteLength])));")
-    assert browser.execute_async_script(kept, served.url) == [[served.url], gzipped_plotly_js().stat().st_size]
-    # a kept copy that is not plotly.js (a proxy's page, say) is dropped, and the file fetched again
-    browser.execute_async_script("caches.open('readout-geometry').then(s => s.put(arguments[0], new Response('<p>')))"
-                                 ".then(() => arguments[1]());", served.url)
+    path = urlsplit(served.url).path
+    assert browser.execute_async_script(KEPT) == [path, gzipped_plotly_js().stat().st_size]
+    # a kept copy that is not plotly.js (a proxy's page, say) is passed over, and the file fetched and kept again
+    browser.execute_async_script(KEPT, path)
+    assert browser.execute_async_script(KEPT) == [path, 3]
+    browser.execute_async_script("caches.open('readout-geometry').then(s => s.put(arguments[0], new Response('x')))"
+                                 ".then(() => arguments[1]());", served.url)  # where an earlier version kept it
     browser.refresh()
     wait_until_finished(browser, timeout=120)
-    assert chart_y(browser) and browser.execute_async_script(kept, served.url)[1] == gzipped_plotly_js().stat().st_size
+    assert chart_y(browser)
+    assert not browser.execute_async_script("caches.has('readout-geometry').then(arguments[0]);")  # freed
+    WebDriverWait(browser, 30, poll_frequency=0.25).until(
+        lambda d: d.execute_async_script(KEPT) == [path, gzipped_plotly_js().stat().st_size])
     outside = [e["message"] for e in browser.get_log("browser") if not e["message"].startswith(server)]
     assert not [message for message in outside if "http" in message.split(" ")[0]], outside  # nothing from elsewhere
+    # on plain http under another name (an insecure page, where a browser has no cache storage): kept all the same
+    insecure = server.replace("127.0.0.1", "insecure.test")  # chromium resolves it to 127.0.0.1 (the fixture)
+    for visit in ("first", "again"):
+        browser.get(f"{insecure}/readout?{query}")
+        wait_until_finished(browser, timeout=120)
+        assert chart_y(browser) and browser.execute_script("return window.isSecureContext;") is False
+        fetched = browser.execute_script("return performance.getEntriesByType('resource')"
+                                         ".filter(e => e.name.includes('plotly_js')).length;")
+        assert fetched == (1 if visit == "first" else 0), visit
+        WebDriverWait(browser, 30, poll_frequency=0.25).until(lambda d: d.execute_async_script(KEPT) is not None)
 
     for page, name in (("", "triage"), ("capacity", "capacity")):
         browser.get(f"{server}/{page}?{query}")
