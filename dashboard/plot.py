@@ -9,8 +9,9 @@ moves, and the previews came as soon or sooner (BENCHMARKS.md).
 A chart out of sight is not drawn: its latest figure waits until the chart comes within a quarter of the page's
 height of the visible part (or the page is printed), so a move spends the browser's share of the cores on the charts
 the visitor sees. On Readout alignment two or three of six charts lie below a 1,800-pixel window (more below a
-laptop's), and their redraws took 80-210 ms of chromium's page thread a move; a move between two stored settings
-cost chromium 0.30-0.35 core-s against 0.37-0.43 (BENCHMARKS.md).
+laptop's), and their redraws took 80-210 ms of chromium's page thread a move. In a laptop's 950-pixel window chromium
+now spends 28 % less over ten moves (7.2-8.7 against 10.0-11.8 core-s), which leaves the exact run more of two cores
+(BENCHMARKS.md).
 
 plotly.js is the copy the ``plotly`` package ships (the figures' own version), gzipped once into the cache folder and
 served by Streamlit's component file route as it is: the server compressed the 4.8 MB file again at every request
