@@ -81,10 +81,13 @@ export default function({ parentElement, data }) {
 }
 function sight(chart) {  // the watcher of the part of the page that scrolls the chart (Streamlit's main block; else the
   const root = chart.closest("[data-testid=stMain]");  // window): a chart that comes near sight is drawn
-  const watchers = window.__rgSight || (window.__rgSight = new Map());
-  if (!watchers.size) addEventListener("beforeprint", () => {  // a printed page shows every chart
-    for (const waiting of document.querySelectorAll(".rg-plot")) if (waiting.waiting) waiting.draw();
-  });
+  if (!window.__rgSight) {  // once per page
+    window.__rgSight = new Map();
+    addEventListener("beforeprint", () => {  // a printed page shows every chart
+      for (const waiting of document.querySelectorAll(".rg-plot")) if (waiting.waiting) waiting.draw();
+    });
+  }
+  const watchers = window.__rgSight;
   for (const [kept, watcher] of watchers) {  // a page's block gone: its watcher with it
     if (kept && !kept.isConnected) { watcher.disconnect(); watchers.delete(kept); }
   }
